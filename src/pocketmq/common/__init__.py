@@ -1,0 +1,1 @@
+"""Message model, stored-message codec, constants and configuration loading. No network, no disk."""

@@ -1,0 +1,40 @@
+"""Message ids: the broker's `offsetMsgId` (store host + CommitLog offset).
+
+`offsetMsgId` = upper-case hex of store ip (4 or 16 bytes), port (int) and physical offset
+(long): 32 characters for IPv4, 56 for IPv6 (`MessageDecoder.createMessageId`).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from pocketmq.common.stored_message import HostAddress, pack_host
+
+
+class MessageIdError(ValueError):
+    """A string that is not an offset message id."""
+
+
+def create_offset_msg_id(store_host: HostAddress, physical_offset: int) -> str:
+    """The offset message id of the record stored at `physical_offset` by `store_host`."""
+    return (pack_host(store_host) + struct.pack(">q", physical_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:
+    """Splits an offset message id into (store host, physical offset).
+
+    Raises:
+        MessageIdError: not 32 or 56 hex characters.
+    """
+    if len(msg_id) not in (32, 56):
+        raise MessageIdError(f"offset message id must be 32 or 56 hex chars, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise MessageIdError(f"offset message id is not hex: {msg_id!r}") from exc
+    ip_len = 4 if len(raw) == 16 else 16
+    family = socket.AF_INET if ip_len == 4 else socket.AF_INET6
+    ip = socket.inet_ntop(family, raw[:ip_len])
+    port, offset = struct.unpack_from(">iq", raw, ip_len)
+    return (ip, port), offset

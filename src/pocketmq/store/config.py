@@ -1,0 +1,58 @@
+"""The storage engine's settings, under RocketMQ's `MessageStoreConfig` key names.
+
+Each field carries its RocketMQ property key in `metadata["key"]` (and old spellings in
+`metadata["aliases"]`), so an existing `broker.properties` file configures the store as is.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from pocketmq.common.constants import (
+    COMMITLOG_FILE_SIZE_DEFAULT,
+    CONSUME_QUEUE_FILE_UNITS_DEFAULT,
+    CONSUME_QUEUE_UNIT_SIZE,
+    MAX_MESSAGE_SIZE_DEFAULT,
+)
+
+
+class FlushDiskType(enum.Enum):
+    """When an appended message counts as stored (`flushDiskType`)."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+def key(name: str, default: Any, *aliases: str) -> Any:
+    """A dataclass field bound to the RocketMQ property `name` (and its old spellings)."""
+    return field(default=default, metadata={"key": name, "aliases": aliases})
+
+
+@dataclass
+class MessageStoreConfig:
+    """Settings of one message store; defaults are RocketMQ's."""
+
+    store_path_root_dir: str = key("storePathRootDir", "store")
+    mapped_file_size_commit_log: int = key(
+        "mappedFileSizeCommitLog", COMMITLOG_FILE_SIZE_DEFAULT, "mapedFileSizeCommitLog"
+    )
+    mapped_file_size_consume_queue: int = key(
+        "mappedFileSizeConsumeQueue",
+        CONSUME_QUEUE_FILE_UNITS_DEFAULT * CONSUME_QUEUE_UNIT_SIZE,
+        "mapedFileSizeConsumeQueue",
+    )
+    flush_disk_type: FlushDiskType = key("flushDiskType", FlushDiskType.ASYNC_FLUSH)
+    flush_interval_commit_log_ms: int = key("flushIntervalCommitLog", 500)
+    flush_interval_consume_queue_ms: int = key("flushIntervalConsumeQueue", 1000)
+    sync_flush_timeout_ms: int = key("syncFlushTimeout", 5000)
+    max_message_size: int = key("maxMessageSize", MAX_MESSAGE_SIZE_DEFAULT)
+    file_reserved_time_hours: float = key("fileReservedTime", 72)
+    delete_when: str = key("deleteWhen", "04")
+    disk_max_used_space_ratio: int = key("diskMaxUsedSpaceRatio", 75)
+    clean_resource_interval_ms: int = key("cleanResourceInterval", 10000)
+    max_hash_slot_num: int = key("maxHashSlotNum", 5_000_000)
+    max_index_num: int = key("maxIndexNum", 20_000_000)
+    message_index_enable: bool = key("messageIndexEnable", True)
+    warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
