@@ -59,7 +59,11 @@ def _host_size(v6: bool) -> int:
 
 
 def record_size(
-    body_len: int, topic_len: int, properties_len: int, *, born_v6: bool = False,
+    body_len: int,
+    topic_len: int,
+    properties_len: int,
+    *,
+    born_v6: bool = False,
     store_v6: bool = False,
 ) -> int:
     """The TOTALSIZE of a record with these field lengths (`MessageExtEncoder.calMsgLength`)."""
@@ -146,15 +150,29 @@ def encode_record(
         ValueError: a topic or properties string too long for the format.
     """
     size = record_size(
-        len(body), len(topic), len(properties),
-        born_v6=len(born_host) == 20, store_v6=len(store_host) == 20,
+        len(body),
+        len(topic),
+        len(properties),
+        born_v6=len(born_host) == 20,
+        store_v6=len(store_host) == 20,
     )
     buf = bytearray(size)
     encode_record_into(
-        buf, 0, size, topic=topic, body=body, properties=properties, queue_id=queue_id,
-        flag=flag, queue_offset=queue_offset, physical_offset=physical_offset,
-        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
-        store_timestamp=store_timestamp, store_host=store_host,
+        buf,
+        0,
+        size,
+        topic=topic,
+        body=body,
+        properties=properties,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_timestamp=store_timestamp,
+        store_host=store_host,
         reconsume_times=reconsume_times,
         prepared_transaction_offset=prepared_transaction_offset,
         crc=body_crc(body) if crc is None else crc,
@@ -205,8 +223,17 @@ def encode_record_into(
     else:
         sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
     _HEAD.pack_into(
-        buf, pos, size, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1, crc, queue_id,
-        flag, queue_offset, physical_offset, sys_flag, born_timestamp,
+        buf,
+        pos,
+        size,
+        MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
     )
     p = pos + _HEAD_SIZE
     end = p + len(born_host)
@@ -317,7 +344,14 @@ def parse_layout(buf: bytes | memoryview, pos: int = 0) -> RecordLayout:
             f"TOTALSIZE says {size}"
         )
     return RecordLayout(
-        size, magic, sys_flag, body_pos, body_len, topic_pos, topic_len, properties_pos,
+        size,
+        magic,
+        sys_flag,
+        body_pos,
+        body_len,
+        topic_pos,
+        topic_len,
+        properties_pos,
         properties_len,
     )
 
@@ -340,7 +374,14 @@ def decode_record(
     """
     layout = parse_layout(buf, pos)
     (
-        size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+        size,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
         born_timestamp,
     ) = _HEAD.unpack_from(buf, pos)
     body = bytes(buf[layout.body_pos : layout.body_pos + layout.body_len])
@@ -361,11 +402,23 @@ def decode_record(
         _text(buf, layout.properties_pos, layout.properties_len, "properties", pos)
     )
     return StoredMessage(
-        topic=topic, body=body, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
-        physical_offset=physical_offset, sys_flag=sys_flag, born_timestamp=born_timestamp,
-        born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
-        reconsume_times=reconsume_times, prepared_transaction_offset=prepared_transaction_offset,
-        properties=properties, body_crc=crc, store_size=size, magic=magic,
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_timestamp=store_timestamp,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        properties=properties,
+        body_crc=crc,
+        store_size=size,
+        magic=magic,
     )
 
 

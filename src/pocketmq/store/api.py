@@ -1,0 +1,115 @@
+"""The values that cross the store's boundary: what to put, what came of it, what a read found.
+
+Outcomes are values, not exceptions (`PutResult.status`, `GetResult.status`), with RocketMQ's
+status names (`PutMessageStatus`, `GetMessageStatus`) so the broker can map them to response
+codes one to one.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from pocketmq.common.stored_message import HostAddress
+
+
+@dataclass(slots=True)
+class MessageToStore:
+    """One message as the broker hands it to the store (Java's `MessageExtBrokerInner`).
+
+    `properties` is the encoded properties string as it came off the wire: the store copies it
+    into the record without decoding it.
+    """
+
+    topic: str
+    body: bytes
+    properties: str = ""
+    queue_id: int = 0
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    # Messages of a batch are written to consecutive queue offsets of one queue; queue_offset
+    # is assigned by the store, and is only read back by callers (e.g. transactional replays).
+    queue_offset: int = field(default=-1)
+
+
+class PutStatus(enum.Enum):
+    """RocketMQ's `PutMessageStatus`."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class Durability(enum.Enum):
+    """What had happened to a message when its put was acknowledged."""
+
+    IN_MEMORY = "IN_MEMORY"  # in the page cache: survives a process crash, not a power loss
+    FLUSHED = "FLUSHED"  # fdatasync returned for its bytes
+
+
+@dataclass(slots=True)
+class PutResult:
+    """What came of a put; offsets are those of the first message of a batch."""
+
+    status: PutStatus
+    physical_offsets: list[int] = field(default_factory=list)
+    queue_offset: int = -1
+    wrote_bytes: int = 0
+    store_timestamp: int = 0
+    durability: Durability = Durability.IN_MEMORY
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def message_count(self) -> int:
+        return len(self.physical_offsets)
+
+
+class GetStatus(enum.Enum):
+    """RocketMQ's `GetMessageStatus`."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    """What a read by queue found: stored records back to back, and where to go on from.
+
+    `buffers` are copies of whole stored records, so they stay valid after files are deleted.
+    """
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[bytes] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    total_bytes: int = 0
+    # True when the reader is far behind the head (RocketMQ suggests reading from a slave then).
+    suggest_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.buffers)

@@ -1,0 +1,263 @@
+"""The CommitLog: every message of every topic, appended to one log of mapped files.
+
+It owns the append path (encoding records straight into the mapped file, assigning physical and
+queue offsets), reads by physical offset, and the three operations that replication and
+consensus build on: `append_raw` (bytes that another replica already encoded), `truncate`
+(cut back to an offset, e.g. to an epoch boundary) and `read`. It does not flush (see
+`flush.py`), recover (see `recovery.py`) or build queues (see `dispatch.py`).
+
+Invariant: a record never spans two files. When a record does not fit in what is left of the
+last file, the rest of the file is filled with a blank record (length + BLANK_MAGIC_CODE) and
+the record goes to the next file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from pocketmq.common.constants import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+)
+from pocketmq.common.stored_message import (
+    HostAddress,
+    body_crc,
+    encode_blank,
+    encode_record_into,
+    pack_host,
+    peek_size_and_magic,
+    record_size,
+)
+from pocketmq.runtime.clock import Clock
+from pocketmq.store.api import MessageToStore, PutResult, PutStatus
+from pocketmq.store.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+_packed_host = lru_cache(maxsize=1024)(pack_host)
+
+
+class QueueOffsetTable:
+    """The next queue offset of every (topic, queueId): RocketMQ's `topicQueueTable`."""
+
+    def __init__(self) -> None:
+        self._next: dict[tuple[str, int], int] = {}
+
+    def next_offset(self, topic: str, queue_id: int) -> int:
+        return self._next.get((topic, queue_id), 0)
+
+    def advance(self, topic: str, queue_id: int, count: int) -> int:
+        """Reserves `count` consecutive offsets; returns the first."""
+        queue_key = (topic, queue_id)
+        first = self._next.get(queue_key, 0)
+        self._next[queue_key] = first + count
+        return first
+
+    def set(self, topic: str, queue_id: int, next_offset: int) -> None:
+        self._next[(topic, queue_id)] = next_offset
+
+    def remove_topic(self, topic: str) -> None:
+        for queue_key in [k for k in self._next if k[0] == topic]:
+            del self._next[queue_key]
+
+
+class CommitLog:
+    """The append-only message log."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        file_size: int,
+        clock: Clock,
+        store_host: HostAddress,
+        max_message_size: int,
+        preallocate: bool = True,
+    ) -> None:
+        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate)
+        self.file_size = file_size
+        self._clock = clock
+        self.store_host = store_host
+        self._store_host_packed = pack_host(store_host)
+        self.max_message_size = max_message_size
+        self.queue_offsets = QueueOffsetTable()
+        # Store time of the newest record; the flush service copies it into the checkpoint.
+        self.last_store_timestamp = 0
+
+    # -- positions -------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset
+
+    # -- appending -------------------------------------------------------------------------
+    def append(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """Appends one message, or a batch of messages of one topic and queue, as one unit.
+
+        Returns a `PutResult` whose status says why nothing was written when it is not PUT_OK;
+        on PUT_OK every message's `queue_offset` is filled in.
+        """
+        first = messages[0]
+        topic = first.topic.encode()
+        if len(topic) > MAX_TOPIC_LENGTH:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic too long")
+        store_host = self._store_host_packed
+        sizes = []
+        encoded_properties = []
+        total = 0
+        for message in messages:
+            properties = message.properties.encode()
+            if len(properties) > MAX_PROPERTIES_LENGTH:
+                return PutResult(
+                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                    remark=f"properties are {len(properties)} bytes, the limit is "
+                    f"{MAX_PROPERTIES_LENGTH}",
+                )
+            if len(message.body) > self.max_message_size:
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    remark=f"message body is {len(message.body)} bytes, the limit "
+                    f"(maxMessageSize) is {self.max_message_size}",
+                )
+            size = record_size(
+                len(message.body),
+                len(topic),
+                len(properties),
+                born_v6=":" in message.born_host[0],
+                store_v6=len(store_host) == 20,
+            )
+            encoded_properties.append(properties)
+            sizes.append(size)
+            total += size
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                remark=f"batch of {total} bytes does not fit in a {self.file_size}-byte file",
+            )
+        mapped = self._file_with_room(total)
+        queue_offset = self.queue_offsets.advance(first.topic, first.queue_id, len(messages))
+        now = self._clock.now_ms()
+        buf = mapped.buffer
+        pos = mapped.wrote_position
+        base = mapped.file_from_offset
+        offsets = []
+        for i, message in enumerate(messages):
+            size = sizes[i]
+            message.queue_offset = queue_offset + i
+            encode_record_into(
+                buf,
+                pos,
+                size,
+                topic=topic,
+                body=message.body,
+                properties=encoded_properties[i],
+                queue_id=message.queue_id,
+                flag=message.flag,
+                queue_offset=queue_offset + i,
+                physical_offset=base + pos,
+                sys_flag=message.sys_flag,
+                born_timestamp=message.born_timestamp,
+                born_host=_packed_host(message.born_host),
+                store_timestamp=now,
+                store_host=store_host,
+                reconsume_times=message.reconsume_times,
+                prepared_transaction_offset=message.prepared_transaction_offset,
+                crc=body_crc(message.body),
+            )
+            offsets.append(base + pos)
+            pos += size
+        mapped.wrote_position = pos
+        self.last_store_timestamp = now
+        return PutResult(
+            PutStatus.PUT_OK,
+            physical_offsets=offsets,
+            queue_offset=queue_offset,
+            wrote_bytes=total,
+            store_timestamp=now,
+        )
+
+    def _file_with_room(self, size: int) -> MappedFile:
+        """The last file if `size` bytes plus the minimal filler fit, else the next one."""
+        mapped = self.files.last_file_for_write()
+        free = mapped.free_bytes
+        if size + END_FILE_MIN_BLANK_LENGTH <= free:
+            return mapped
+        # RocketMQ's END_OF_FILE: fill the rest with a blank record and move on.
+        encode_blank(mapped.buffer, mapped.wrote_position, free)
+        mapped.wrote_position = mapped.file_size
+        return self.files.last_file_for_write()
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Appends bytes that another replica encoded, at exactly `offset`.
+
+        The data must continue the log (offset == max_offset) and respect file boundaries as
+        the source wrote them (same file size): replicas copy files byte for byte.
+
+        Raises:
+            ValueError: the offset does not continue the log or the data crosses a file end.
+        """
+        if not self.files.files and offset:
+            self.files.reset_start(offset)
+        if offset != self.max_offset:
+            raise ValueError(
+                f"raw append at {offset} does not continue the log at {self.max_offset}"
+            )
+        view = memoryview(data)
+        while view:
+            mapped = self.files.last_file_for_write(offset)
+            n = min(len(view), mapped.free_bytes)
+            mapped.write(view[:n])
+            view = view[n:]
+
+    def truncate(self, offset: int) -> None:
+        """Cuts the log back to `offset` (which must be a record boundary)."""
+        log.info("truncating commit log from %d to %d", self.max_offset, offset)
+        self.files.truncate(offset)
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        """A copy of `size` bytes at `offset`, or None when they are not (all) in the log."""
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        if position + size > mapped.wrote_position:
+            return None
+        return mapped.read(position, size)
+
+    def read_record(self, offset: int) -> bytes | None:
+        """The whole stored record at `offset`, or None when no record starts there."""
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        if position + 8 > mapped.wrote_position:
+            return None
+        size, _ = peek_size_and_magic(mapped.buffer, position)
+        if size <= 0 or position + size > mapped.wrote_position:
+            return None
+        return mapped.read(position, size)
+
+    def view_from(self, offset: int) -> tuple[memoryview, int] | None:
+        """A view of the written bytes of the file holding `offset`, and `offset`'s position.
+
+        The dispatcher and replication read through this without copying.
+        """
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        return mapped.view(0, mapped.wrote_position), offset - mapped.file_from_offset
+
+    def next_file_offset(self, offset: int) -> int:
+        """The start of the file after the one holding `offset` (to skip a blank filler)."""
+        return offset + self.file_size - offset % self.file_size
+
+    def close(self) -> None:
+        self.files.close()

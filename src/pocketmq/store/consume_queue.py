@@ -1,0 +1,215 @@
+"""ConsumeQueue: the per-(topic, queueId) index into the CommitLog.
+
+Entry `i` of a queue is 20 bytes at byte `i * 20` (`ConsumeQueue.CQ_STORE_UNIT_SIZE`): the
+CommitLog offset (long), the record size (int) and the tag hash code (long). Files are named by
+their start byte offset and hold a whole number of entries, so an entry never spans files.
+
+Invariants:
+- entries are written in queue-offset order by the dispatcher; `put` of an entry that is
+  already there is a no-op, so re-dispatch after a crash is safe;
+- a valid entry has a size > 0; the first zero entry marks the end during recovery;
+- `min_offset` is the first entry whose message is still in the CommitLog (after retention).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from pocketmq.common.constants import CONSUME_QUEUE_UNIT_SIZE
+from pocketmq.store.mapped_file import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+UNIT: Final = CONSUME_QUEUE_UNIT_SIZE
+_ENTRY: Final = struct.Struct(">qiq")
+
+
+class ConsumeQueue:
+    """One logical queue's index of CommitLog positions."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, *, file_size: int) -> None:
+        if file_size % UNIT:
+            raise ValueError(f"consume queue file size {file_size} is not a multiple of {UNIT}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self._min_logic_offset = 0  # in bytes
+        # CommitLog end (offset + size) of the newest entry: where re-dispatch may resume.
+        self.max_physical_end = 0
+
+    # -- positions (in entries) ------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return max(self._min_logic_offset, self.files.min_offset) // UNIT
+
+    @property
+    def max_offset(self) -> int:
+        """The queue offset the next message will get (one past the last entry)."""
+        return self.files.max_offset // UNIT
+
+    # -- loading and recovery --------------------------------------------------------------
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """Finds the real end: the first entry of size 0 (from the last files on)."""
+        files = self.files.files
+        if not files:
+            return
+        # Files before the last non-empty one are full; scan only from there.
+        index = len(files) - 1
+        while index > 0 and _first_size(files[index].buffer) == 0:
+            index -= 1
+        for mapped in files[index + 1 :]:
+            mapped.wrote_position = mapped.flushed_position = 0
+        mapped = files[index]
+        buf = mapped.buffer
+        end = 0
+        for pos in range(0, mapped.file_size, UNIT):
+            offset, size, _tags = _ENTRY.unpack_from(buf, pos)
+            if size <= 0 or offset < 0:
+                break
+            end = pos + UNIT
+            self.max_physical_end = offset + size
+        mapped.wrote_position = mapped.flushed_position = end
+        if end == 0 and index > 0:
+            prev = files[index - 1]
+            offset, size, _ = _ENTRY.unpack_from(prev.buffer, prev.file_size - UNIT)
+            self.max_physical_end = offset + size
+        self.files.truncate(mapped.file_from_offset + end)
+
+    def truncate_to_physical(self, commit_log_max: int) -> None:
+        """Drops entries pointing at or beyond `commit_log_max` (the recovered CommitLog end)."""
+        cut_to = self.files.max_offset
+        while cut_to > self.files.min_offset:
+            offset, size, _ = self._entry_at(cut_to - UNIT)
+            if offset + size <= commit_log_max:
+                break
+            cut_to -= UNIT
+        if cut_to < self.files.max_offset:
+            log.info(
+                "consume queue %s/%d truncated from %d to %d entries",
+                self.topic,
+                self.queue_id,
+                self.max_offset,
+                cut_to // UNIT,
+            )
+            self.files.truncate(cut_to)
+        self.max_physical_end = 0
+        if cut_to > self.files.min_offset:
+            offset, size, _ = self._entry_at(cut_to - UNIT)
+            self.max_physical_end = offset + size
+
+    # -- writing ---------------------------------------------------------------------------
+    def put(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> None:
+        """Writes the entry for `queue_offset`; an entry already present is left as it is."""
+        position = queue_offset * UNIT
+        end = self.files.max_offset
+        if position < end:
+            return
+        if not self.files.files and position:
+            self.files.reset_start(position)
+            end = position
+        if position > end:
+            log.warning(
+                "consume queue %s/%d: gap from entry %d to %d filled with blanks",
+                self.topic,
+                self.queue_id,
+                end // UNIT,
+                queue_offset,
+            )
+            while end < position:
+                mapped = self.files.last_file_for_write()
+                n = min(position - end, mapped.free_bytes)
+                mapped.write(bytes(n))
+                end += n
+        mapped = self.files.last_file_for_write()
+        _ENTRY.pack_into(mapped.buffer, mapped.wrote_position, physical_offset, size, tags_code)
+        mapped.wrote_position += UNIT
+        self.max_physical_end = physical_offset + size
+
+    # -- reading ---------------------------------------------------------------------------
+    def _entry_at(self, byte_offset: int) -> tuple[int, int, int]:
+        mapped = self.files.find(byte_offset)
+        assert mapped is not None
+        offset, size, tags = _ENTRY.unpack_from(
+            mapped.buffer, byte_offset - mapped.file_from_offset
+        )
+        return offset, size, tags
+
+    def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(CommitLog offset, size, tag code) of one entry, or None outside the queue."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return None
+        return self._entry_at(queue_offset * UNIT)
+
+    def entries(self, queue_offset: int, max_count: int) -> Iterator[tuple[int, int, int, int]]:
+        """(queue offset, CommitLog offset, size, tag code) from `queue_offset` on, within one file.
+
+        Stops at the end of the file holding `queue_offset`; callers loop for more.
+        """
+        start = queue_offset * UNIT
+        mapped = self.files.find(start)
+        if mapped is None:
+            return
+        position = start - mapped.file_from_offset
+        end = min(mapped.wrote_position, position + max_count * UNIT)
+        view = mapped.view(position, end - position)
+        for i, (offset, size, tags) in enumerate(_ENTRY.iter_unpack(view)):
+            yield queue_offset + i, offset, size, tags
+
+    # -- retention -------------------------------------------------------------------------
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """Deletes files whose entries all point below the CommitLog's min offset.
+
+        Also moves `min_offset` to the first entry still backed by the CommitLog.
+        """
+        deleted = 0
+        files = self.files.files
+        while len(files) > 1:
+            first = files[0]
+            offset, size, _ = _ENTRY.unpack_from(first.buffer, first.file_size - UNIT)
+            if offset + size > commit_log_min_offset:
+                break
+            self.files.delete_first()
+            deleted += 1
+        self._correct_min_offset(commit_log_min_offset)
+        return deleted
+
+    def _correct_min_offset(self, commit_log_min_offset: int) -> None:
+        if not self.files.files:
+            return
+        first = self.files.files[0]
+        low, high = 0, first.wrote_position // UNIT
+        # Entries point at increasing CommitLog offsets: binary search the first one kept.
+        while low < high:
+            mid = (low + high) // 2
+            offset, _, _ = _ENTRY.unpack_from(first.buffer, mid * UNIT)
+            if offset < commit_log_min_offset:
+                low = mid + 1
+            else:
+                high = mid
+        self._min_logic_offset = first.file_from_offset + low * UNIT
+
+    def flush(self) -> None:
+        """Makes written entries durable. Blocking."""
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+    def destroy(self) -> None:
+        for mapped in list(self.files.files):
+            mapped.destroy()
+        self.files.files.clear()
+
+
+def _first_size(buf: mmap.mmap) -> int:
+    size: int = _ENTRY.unpack_from(buf, 0)[1]
+    return size

@@ -1,0 +1,625 @@
+"""The message store: CommitLog, ConsumeQueues, index, flush, recovery and retention, wired.
+
+This is the one object the broker talks to (RocketMQ's `DefaultMessageStore`). It owns the
+directory layout under `storePathRootDir`, the `abort` marker that tells a crash from a clean
+stop, and the order of start-up and shutdown. It does no networking.
+
+Threading: everything runs on the event loop except blocking flushes, which go to one flush
+thread. `load()` (recovery) is synchronous and runs before the loop serves anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Final
+
+from pocketmq.common.constants import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
+from pocketmq.common.stored_message import (
+    HostAddress,
+    MessageDecodeError,
+    StoredMessage,
+    decode_record,
+)
+from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.store.api import (
+    Durability,
+    GetResult,
+    GetStatus,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+)
+from pocketmq.store.checkpoint import Checkpoint
+from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.config import FlushDiskType, MessageStoreConfig
+from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.store.dispatch import Dispatcher, DispatchRequest
+from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher
+from pocketmq.store.index import IndexService
+from pocketmq.store.recovery import RecoveryResult, recover_commit_log
+from pocketmq.store.retention import CleanResult, RetentionPolicy, disk_used_percent, file_mtime_ms
+
+log = logging.getLogger(__name__)
+
+# RocketMQ scans at most this many queue entries per read when a tag filter skips them.
+MAX_FILTERED_ENTRIES_PER_READ: Final = 16_000
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO: Final = 40
+
+
+class StoreNotRunningError(RuntimeError):
+    """The store was used before `load()` or after `shutdown()`."""
+
+
+class ConsumeQueueTable:
+    """Every ConsumeQueue, created on first use: `consumequeue/<topic>/<queueId>/`."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(self.directory.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    log.warning("ignoring unexpected consume queue directory %s", queue_dir)
+                    continue
+                queue = self._create(topic_dir.name, int(queue_dir.name))
+                queue.load()
+                queue.recover()
+
+    def _create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = ConsumeQueue(
+            self.directory / topic / str(queue_id), topic, queue_id, file_size=self.file_size
+        )
+        self.queues[(topic, queue_id)] = queue
+        return queue
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return self.queues.get((topic, queue_id)) or self._create(topic, queue_id)
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if request.goes_to_consume_queue:
+            queue = self.queues.get((request.topic, request.queue_id))
+            if queue is None:
+                queue = self._create(request.topic, request.queue_id)
+            queue.put(
+                request.queue_offset, request.commit_log_offset, request.size, request.tags_code
+            )
+
+    def flush(self) -> None:
+        """Flushes every queue. Blocking."""
+        for queue in list(self.queues.values()):
+            queue.flush()
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close()
+
+
+class IndexTarget:
+    """Feeds the key index from dispatched records."""
+
+    def __init__(self, index: IndexService) -> None:
+        self.index = index
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if request.keys or request.uniq_key:
+            self.index.build_index(
+                request.topic,
+                request.keys,
+                request.uniq_key,
+                request.commit_log_offset,
+                request.store_timestamp,
+            )
+
+
+class MessageStore:
+    """RocketMQ's message store on local disk."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        *,
+        store_host: HostAddress = ("127.0.0.1", 10911),
+        clock: Clock | None = None,
+        disk_usage: Callable[[], float] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.root = Path(config.store_path_root_dir)
+        self.store_host = store_host
+        self.commit_log = CommitLog(
+            self.root / "commitlog",
+            file_size=config.mapped_file_size_commit_log,
+            clock=self.clock,
+            store_host=store_host,
+            max_message_size=config.max_message_size,
+        )
+        self.consume_queues = ConsumeQueueTable(
+            self.root / "consumequeue", config.mapped_file_size_consume_queue
+        )
+        self.index = IndexService(
+            self.root / "index",
+            max_hash_slot_num=config.max_hash_slot_num,
+            max_index_num=config.max_index_num,
+            clock=self.clock,
+        )
+        targets: list[object] = [self.consume_queues]
+        if config.message_index_enable:
+            targets.append(IndexTarget(self.index))
+        self.dispatcher = Dispatcher(self.commit_log, targets)  # type: ignore[arg-type]
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.retention = RetentionPolicy(
+            clock=self.clock,
+            file_reserved_time_hours=config.file_reserved_time_hours,
+            delete_when=config.delete_when,
+            disk_max_used_space_ratio=config.disk_max_used_space_ratio,
+            disk_usage=disk_usage or (lambda: disk_used_percent(self.root)),
+        )
+        self._clean_task: asyncio.Task[None] | None = None
+        self._abort_path = self.root / "abort"
+        self._flush_executor = ThreadPoolExecutor(1, "pocketmq-flush")
+        self._group_commit: GroupCommitFlusher | None = None
+        self._flushers: list[PeriodicFlusher] = []
+        self._dispatch_handle: asyncio.Handle | None = None
+        self._loaded = False
+        self._running = False
+        self.last_recovery: RecoveryResult | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+    def load(self) -> RecoveryResult:
+        """Opens the files, recovers after a clean or unclean stop, and re-dispatches.
+
+        Blocking; run it before the store serves anything.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        abnormal = self._abort_path.exists()
+        self.checkpoint = Checkpoint.open(self.root / "checkpoint")
+        self.commit_log.files.load()
+        self.consume_queues.load()
+        self.index.load()
+        result = recover_commit_log(
+            self.commit_log,
+            abnormal=abnormal,
+            safe_timestamp=self.checkpoint.min_timestamp(
+                with_index=self.config.message_index_enable
+            ),
+        )
+        end = result.end_offset
+        for queue in self.consume_queues.queues.values():
+            queue.truncate_to_physical(end)
+        if abnormal:
+            reput_from = result.scan_start
+        else:
+            dispatched = [q.max_physical_end for q in self.consume_queues.queues.values()]
+            reput_from = min(max(dispatched, default=0), end)
+        reput_from = max(reput_from, self.commit_log.min_offset)
+        self.index.truncate(reput_from if abnormal else end)
+        self.dispatcher.reput_offset = reput_from
+        redispatched = self.dispatcher.dispatch_available(max_records=1 << 62)
+        for (topic, queue_id), queue in self.consume_queues.queues.items():
+            self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
+            queue.delete_expired(self.commit_log.min_offset)
+        self._abort_path.touch()
+        self._fsync_dir(self.root)
+        self._loaded = True
+        self.last_recovery = result
+        log.info(
+            "store loaded from %s (%s stop): commit log [%d, %d), %d queues, "
+            "%d records re-dispatched",
+            self.root,
+            "unclean" if abnormal else "clean",
+            self.commit_log.min_offset,
+            self.commit_log.max_offset,
+            len(self.consume_queues.queues),
+            redispatched,
+        )
+        return result
+
+    async def start(self) -> None:
+        """Starts the flush services; call from the event loop after `load()`."""
+        if not self._loaded:
+            self.load()
+        config = self.config
+        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitFlusher(
+                self.commit_log.files.flush,
+                lambda: self.commit_log.max_offset,
+                self._flush_executor,
+            )
+            self._group_commit.start()
+        else:
+            self._flushers.append(
+                PeriodicFlusher(
+                    "commit-log-flush",
+                    self.commit_log.files.flush,
+                    config.flush_interval_commit_log_ms,
+                    self._flush_executor,
+                )
+            )
+        self._flushers.append(
+            PeriodicFlusher(
+                "queue-flush",
+                self._flush_derived,
+                config.flush_interval_consume_queue_ms,
+                self._flush_executor,
+            )
+        )
+        for flusher in self._flushers:
+            flusher.start()
+        self._clean_task = asyncio.get_running_loop().create_task(
+            self._clean_periodically(), name="retention"
+        )
+        self._running = True
+
+    async def _clean_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.clean_resource_interval_ms / 1000)
+            try:
+                self.clean_expired_files()
+            except OSError:
+                log.exception("retention pass failed; retrying at the next interval")
+
+    async def shutdown(self) -> None:
+        """Flushes everything, writes the checkpoint and removes the `abort` marker."""
+        if not self._loaded:
+            return
+        self._running = False
+        if self._clean_task is not None:
+            self._clean_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._clean_task
+            self._clean_task = None
+        if self._dispatch_handle is not None:
+            self._dispatch_handle.cancel()
+            self._dispatch_handle = None
+        self.dispatcher.dispatch_available(max_records=1 << 62)
+        if self._group_commit is not None:
+            await self._group_commit.stop()
+        for flusher in self._flushers:
+            await flusher.stop()
+        self._flushers.clear()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._flush_executor, self._flush_all)
+        self.close(clean=True)
+
+    def close(self, *, clean: bool) -> None:
+        """Closes files; with `clean`, removes the `abort` marker (everything was flushed)."""
+        self.commit_log.close()
+        self.consume_queues.close()
+        self.index.close()
+        self._flush_executor.shutdown(wait=True)
+        if clean:
+            self._abort_path.unlink(missing_ok=True)
+            self._fsync_dir(self.root)
+        self._loaded = False
+
+    def _flush_all(self) -> None:
+        self.commit_log.files.flush()
+        self._flush_derived()
+
+    def _flush_derived(self) -> None:
+        """Flushes queues and index, then records in the checkpoint how far all are durable."""
+        physic_timestamp = self.commit_log.last_store_timestamp
+        logics_timestamp = self.dispatcher.last_store_timestamp
+        self.commit_log.files.flush()
+        self.consume_queues.flush()
+        self.index.flush()
+        checkpoint = self.checkpoint
+        if physic_timestamp:
+            checkpoint.physic_msg_timestamp = physic_timestamp
+        if logics_timestamp:
+            checkpoint.logics_msg_timestamp = logics_timestamp
+            checkpoint.index_msg_timestamp = logics_timestamp
+        checkpoint.flush()
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- retention -------------------------------------------------------------------------
+    def clean_expired_files(self) -> CleanResult | None:
+        """One retention pass (see `retention.py`); None when it is no time to delete."""
+        reason = self.retention.reason_to_clean()
+        if reason is None:
+            return None
+        text, force = reason
+        files = self.commit_log.files.files
+        candidates = [(mapped.path, file_mtime_ms(mapped.path)) for mapped in files]
+        doomed = self.retention.files_to_delete(candidates, force=force)
+        for path in doomed:
+            assert files[0].path == path, "retention deletes from the front"
+            self.commit_log.files.delete_first()
+        min_offset = self.commit_log.min_offset
+        queue_files = sum(q.delete_expired(min_offset) for q in self.consume_queues.queues.values())
+        index_files = self.index.delete_expired(min_offset)
+        self.dispatcher.reput_offset = max(self.dispatcher.reput_offset, min_offset)
+        if doomed:
+            log.info(
+                "retention (%s): deleted %d commit log files, %d queue files, %d index files; "
+                "commit log now starts at %d",
+                text,
+                len(doomed),
+                queue_files,
+                index_files,
+                min_offset,
+            )
+        return CleanResult(len(doomed), queue_files, index_files, text)
+
+    # -- writing ---------------------------------------------------------------------------
+    async def put_message(self, message: MessageToStore) -> PutResult:
+        """Stores one message; with SYNC_FLUSH, returns once its bytes are durable."""
+        return await self.put_messages((message,))
+
+    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """Stores a batch of messages of one topic and queue as one unit.
+
+        Returns PUT_OK, or a status saying why nothing (MESSAGE_ILLEGAL, ...) or not enough
+        (FLUSH_DISK_TIMEOUT: stored, but not known durable in time) happened.
+        """
+        if not self._loaded:
+            raise StoreNotRunningError("the store is not loaded")
+        result = self.commit_log.append(messages)
+        if not result.ok:
+            return result
+        self._schedule_dispatch()
+        group_commit = self._group_commit
+        if group_commit is not None:
+            end = result.physical_offsets[-1] + 1
+            durable = await group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000)
+            if durable:
+                result.durability = Durability.FLUSHED
+            else:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    def put_messages_now(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """Appends without waiting for a flush or the event loop; dispatch runs inline.
+
+        For tools and tests that drive the store synchronously.
+        """
+        result = self.commit_log.append(messages)
+        if result.ok:
+            self.dispatcher.dispatch_available()
+        return result
+
+    def _schedule_dispatch(self) -> None:
+        if self._dispatch_handle is None:
+            self._dispatch_handle = asyncio.get_running_loop().call_soon(self._run_dispatch)
+
+    def _run_dispatch(self) -> None:
+        self._dispatch_handle = None
+        self.dispatcher.dispatch_available(max_records=20_000)
+        if self.dispatcher.reput_offset < self.commit_log.max_offset:
+            self._schedule_dispatch()
+
+    def dispatch_now(self) -> int:
+        """Dispatches everything appended so far; returns the record count."""
+        return self.dispatcher.dispatch_available(max_records=1 << 62)
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Appends bytes another replica stored (replication, consensus); dispatches them."""
+        self.commit_log.append_raw(offset, data)
+        self._schedule_dispatch_if_running()
+
+    def truncate(self, offset: int) -> None:
+        """Cuts the CommitLog back to the record boundary `offset`, with queues and index."""
+        self.commit_log.truncate(offset)
+        for (topic, queue_id), queue in self.consume_queues.queues.items():
+            queue.truncate_to_physical(offset)
+            self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
+        self.index.truncate(offset)
+        self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+
+    def _schedule_dispatch_if_running(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.dispatch_now()
+            return
+        self._schedule_dispatch()
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        max_bytes: int = 256 * 1024 * 1024,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        """Reads up to `max_count` stored records of a queue from `offset` on.
+
+        `tag_codes` keeps only entries whose tag hash is in the set (None keeps all); the
+        client re-checks the real tag, as hashes can collide.
+        """
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        if max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        commit_log = self.commit_log
+        commit_log_min = commit_log.min_offset
+        next_offset = offset
+        scanned = 0
+        last_physical = -1
+        status = GetStatus.NO_MATCHED_MESSAGE
+        buffers = result.buffers
+        queue_offsets = result.queue_offsets
+        while (
+            next_offset < max_offset
+            and len(buffers) < max_count
+            and scanned < MAX_FILTERED_ENTRIES_PER_READ
+        ):
+            before = next_offset
+            full = False
+            for queue_offset, physical, size, tags in queue.entries(
+                next_offset, min(max_offset - next_offset, MAX_FILTERED_ENTRIES_PER_READ - scanned)
+            ):
+                scanned += 1
+                if physical < commit_log_min:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                elif tag_codes is None or tags in tag_codes:
+                    if buffers and result.total_bytes + size > max_bytes:
+                        full = True
+                        break
+                    record = commit_log.read(physical, size)
+                    if record is None:
+                        status = GetStatus.OFFSET_FOUND_NULL
+                    else:
+                        buffers.append(record)
+                        queue_offsets.append(queue_offset)
+                        result.total_bytes += size
+                        last_physical = physical
+                next_offset = queue_offset + 1
+                if len(buffers) >= max_count:
+                    break
+            if full or next_offset == before:
+                break
+        result.next_begin_offset = next_offset
+        if buffers:
+            status = GetStatus.FOUND
+            behind = commit_log.max_offset - last_physical
+            result.suggest_slave = (
+                behind > _memory_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
+            )
+        result.status = status
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset if queue else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.min_offset if queue else 0
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """The CommitLog offset of a queue entry, or -1 when it does not exist."""
+        queue = self.consume_queues.find(topic, queue_id)
+        entry = queue.entry(offset) if queue else None
+        return entry[0] if entry else -1
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of a queue entry's message, or -1."""
+        queue = self.consume_queues.find(topic, queue_id)
+        entry = queue.entry(offset) if queue else None
+        if entry is None:
+            return -1
+        return self._store_timestamp_at(entry[0], entry[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.get_message_store_timestamp(
+            topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
+        )
+
+    def _store_timestamp_at(self, physical: int, size: int) -> int:
+        record = self.commit_log.read(physical, min(size, 80))
+        if record is None or len(record) < 76:
+            return -1
+        born_v6 = record[39] & 0x10
+        pos = 56 + (12 if born_v6 else 0)
+        return int.from_bytes(record[pos : pos + 8], "big", signed=True)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after `timestamp_ms`.
+
+        Before every message: the min offset; after every message: the max offset.
+        """
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return 0
+        low, high = queue.min_offset, queue.max_offset
+        while low < high:
+            mid = (low + high) // 2
+            entry = queue.entry(mid)
+            stamp = self._store_timestamp_at(entry[0], entry[1]) if entry else -1
+            if 0 <= stamp < timestamp_ms:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def look_message_by_offset(self, physical_offset: int) -> StoredMessage | None:
+        """The message stored at a CommitLog offset, or None when no record is there."""
+        record = self.commit_log.read_record(physical_offset)
+        if record is None:
+            return None
+        try:
+            return decode_record(record, check_crc=False)
+        except MessageDecodeError:
+            return None
+
+    def select_one_message_by_offset(self, physical_offset: int) -> bytes | None:
+        """The stored bytes of the record at a CommitLog offset."""
+        return self.commit_log.read_record(physical_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 1 << 62
+    ) -> list[StoredMessage]:
+        """Messages of `topic` with `key` among their KEYS or as their unique id, newest first."""
+        found = []
+        for physical in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
+            message = self.look_message_by_offset(physical)
+            if message is None or message.topic != topic:
+                continue
+            keys = message.properties.get(PROPERTY_KEYS, "").split(KEY_SEPARATOR)
+            if key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+                found.append(message)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self.consume_queues.queues}
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self.consume_queues.queues if t == topic)
+
+
+@functools.cache
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
