@@ -1,15 +1,25 @@
-"""Entry point of the `pocketmq` command."""
+"""Entry point of the `pocketmq` command: one sub-command per part."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+
+from pocketmq.cli import bench, up
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-command per part."""
-    parser = argparse.ArgumentParser(prog="pocketmq", description=__doc__)
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = argparse.ArgumentParser(
+        prog="pocketmq", description="A light messaging system that speaks RocketMQ's protocols."
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    up.register(commands)
+    bench.register(commands)
     return parser
 
 
@@ -20,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return 0
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+    )
+    code: int = args.run(args)
+    return code
 
 
 if __name__ == "__main__":

@@ -180,6 +180,33 @@ def encode_record(
     return bytes(buf)
 
 
+def fixed_part(born_host_len: int, store_host_len: int) -> struct.Struct:
+    """The struct of every field from TOTALSIZE through BODYLEN, for these host sizes.
+
+    One `pack_into` writes all fixed fields of a record; hosts go in pre-packed.
+    """
+    return _FIXED[born_host_len, store_host_len]
+
+
+_FIXED: Final = {
+    (born, store): struct.Struct(f">iIiiiqqiq{born}sq{store}siqi")
+    for born in (8, 20)
+    for store in (8, 20)
+}
+
+
+def topic_field(topic: bytes) -> bytes:
+    """The TOPIC field: its length (1 byte for V1, 2 bytes for V2) then the UTF-8 bytes."""
+    if len(topic) > MAX_TOPIC_LENGTH_V1:
+        return _SHORT.pack(len(topic)) + topic
+    return bytes((len(topic),)) + topic
+
+
+def properties_field(properties: bytes) -> bytes:
+    """The PROPERTIES field: a 2-byte length then the encoded properties."""
+    return _SHORT.pack(len(properties)) + properties
+
+
 def encode_record_into(
     buf: bytearray | memoryview,
     pos: int,
@@ -203,8 +230,7 @@ def encode_record_into(
 ) -> None:
     """Writes one record of `size` bytes (from `record_size`) at `buf[pos:]`.
 
-    This is the append hot path: one struct call per fixed run of fields, slice copies for the
-    variable parts, no intermediate objects.
+    The CommitLog's append loop does the same three steps inline (fixed part, body, tail).
     """
     topic_len = len(topic)
     if topic_len > MAX_TOPIC_LENGTH:
@@ -213,20 +239,13 @@ def encode_record_into(
         raise ValueError(
             f"properties are {len(properties)} bytes; the limit is {MAX_PROPERTIES_LENGTH}"
         )
-    v2 = topic_len > MAX_TOPIC_LENGTH_V1
-    if len(born_host) == 20:
-        sys_flag |= BORNHOST_V6_FLAG
-    else:
-        sys_flag &= ~BORNHOST_V6_FLAG
-    if len(store_host) == 20:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    else:
-        sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
-    _HEAD.pack_into(
+    sys_flag = host_flags(sys_flag, len(born_host), len(store_host))
+    fixed = _FIXED[len(born_host), len(store_host)]
+    fixed.pack_into(
         buf,
         pos,
         size,
-        MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
+        MESSAGE_MAGIC_CODE_V2 if topic_len > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1,
         crc,
         queue_id,
         flag,
@@ -234,30 +253,29 @@ def encode_record_into(
         physical_offset,
         sys_flag,
         born_timestamp,
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
     )
-    p = pos + _HEAD_SIZE
-    end = p + len(born_host)
-    buf[p:end] = born_host
-    _LONG.pack_into(buf, end, store_timestamp)
-    p = end + 8
-    end = p + len(store_host)
-    buf[p:end] = store_host
-    struct.pack_into(">iqi", buf, end, reconsume_times, prepared_transaction_offset, len(body))
-    p = end + 16
+    p = pos + fixed.size
     end = p + len(body)
     buf[p:end] = body
-    if v2:
-        _SHORT.pack_into(buf, end, topic_len)
-        p = end + 2
-    else:
-        buf[end] = topic_len
-        p = end + 1
-    end = p + topic_len
-    buf[p:end] = topic
-    _SHORT.pack_into(buf, end, len(properties))
-    p = end + 2
-    buf[p : p + len(properties)] = properties
-    assert p + len(properties) == pos + size, "record_size and encode_record_into disagree"
+    tail = topic_field(topic) + properties_field(properties)
+    buf[end : end + len(tail)] = tail
+    assert end + len(tail) == pos + size, "record_size and encode_record_into disagree"
+
+
+def host_flags(sys_flag: int, born_host_len: int, store_host_len: int) -> int:
+    """`sys_flag` with the IPv6 bits set exactly for the hosts' stored sizes."""
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if born_host_len == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_host_len == 20:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    return sys_flag
 
 
 def encode_blank(buf: bytearray | memoryview, pos: int, size: int) -> None:

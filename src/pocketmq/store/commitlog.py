@@ -14,6 +14,7 @@ the record goes to the next file.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -22,15 +23,19 @@ from pocketmq.common.constants import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_SEPARATOR,
 )
 from pocketmq.common.stored_message import (
     HostAddress,
-    body_crc,
     encode_blank,
-    encode_record_into,
+    fixed_part,
+    host_flags,
     pack_host,
     peek_size_and_magic,
-    record_size,
+    topic_field,
 )
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import MessageToStore, PutResult, PutStatus
@@ -106,35 +111,40 @@ class CommitLog:
         """
         first = messages[0]
         topic = first.topic.encode()
-        if len(topic) > MAX_TOPIC_LENGTH:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic too long")
+        if len(topic) > MAX_TOPIC_LENGTH or not topic or b"\0" in topic:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"illegal topic {first.topic!r}")
+        topic_part = topic_field(topic)
+        magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
         store_host = self._store_host_packed
-        sizes = []
-        encoded_properties = []
+        max_body = self.max_message_size
+        # First pass: validate and size everything, so a bad message writes nothing.
+        prepared = []
         total = 0
         for message in messages:
-            properties = message.properties.encode()
+            body = message.body
+            if len(body) > max_body:
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    remark=f"message body is {len(body)} bytes, the limit "
+                    f"(maxMessageSize) is {max_body}",
+                )
+            text = message.properties
+            if text and text[-1] != PROPERTY_SEPARATOR:
+                # Recovery relies on the trailing separator to spot a torn tail (see dispatch).
+                text += PROPERTY_SEPARATOR
+            properties = text.encode()
             if len(properties) > MAX_PROPERTIES_LENGTH:
                 return PutResult(
                     PutStatus.PROPERTIES_SIZE_EXCEEDED,
                     remark=f"properties are {len(properties)} bytes, the limit is "
                     f"{MAX_PROPERTIES_LENGTH}",
                 )
-            if len(message.body) > self.max_message_size:
-                return PutResult(
-                    PutStatus.MESSAGE_ILLEGAL,
-                    remark=f"message body is {len(message.body)} bytes, the limit "
-                    f"(maxMessageSize) is {self.max_message_size}",
-                )
-            size = record_size(
-                len(message.body),
-                len(topic),
-                len(properties),
-                born_v6=":" in message.born_host[0],
-                store_v6=len(store_host) == 20,
-            )
-            encoded_properties.append(properties)
-            sizes.append(size)
+            born_host = _packed_host(message.born_host)
+            fixed = fixed_part(len(born_host), len(store_host))
+            tail = topic_part + len(properties).to_bytes(2, "big") + properties
+            size = fixed.size + len(body) + len(tail)
+            sys_flag = host_flags(message.sys_flag, len(born_host), len(store_host))
+            prepared.append((message, born_host, fixed, tail, size, sys_flag))
             total += size
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutResult(
@@ -148,31 +158,36 @@ class CommitLog:
         pos = mapped.wrote_position
         base = mapped.file_from_offset
         offsets = []
-        for i, message in enumerate(messages):
-            size = sizes[i]
-            message.queue_offset = queue_offset + i
-            encode_record_into(
+        next_queue_offset = queue_offset
+        for message, born_host, fixed, tail, size, sys_flag in prepared:
+            body = message.body
+            message.queue_offset = next_queue_offset
+            fixed.pack_into(
                 buf,
                 pos,
                 size,
-                topic=topic,
-                body=message.body,
-                properties=encoded_properties[i],
-                queue_id=message.queue_id,
-                flag=message.flag,
-                queue_offset=queue_offset + i,
-                physical_offset=base + pos,
-                sys_flag=message.sys_flag,
-                born_timestamp=message.born_timestamp,
-                born_host=_packed_host(message.born_host),
-                store_timestamp=now,
-                store_host=store_host,
-                reconsume_times=message.reconsume_times,
-                prepared_transaction_offset=message.prepared_transaction_offset,
-                crc=body_crc(message.body),
+                magic,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                message.queue_id,
+                message.flag,
+                next_queue_offset,
+                base + pos,
+                sys_flag,
+                message.born_timestamp,
+                born_host,
+                now,
+                store_host,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                len(body),
             )
+            start = pos + fixed.size
+            end = start + len(body)
+            buf[start:end] = body
+            buf[end : end + len(tail)] = tail
             offsets.append(base + pos)
             pos += size
+            next_queue_offset += 1
         mapped.wrote_position = pos
         self.last_store_timestamp = now
         return PutResult(

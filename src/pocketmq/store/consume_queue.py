@@ -14,7 +14,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import mmap
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,30 +57,29 @@ class ConsumeQueue:
         self.files.load()
 
     def recover(self) -> None:
-        """Finds the real end: the first entry of size 0 (from the last files on)."""
+        """Finds the real end: just past the last entry with any non-zero byte.
+
+        Entries are written in order into zeroed files, so whatever follows the last written
+        entry is zero; blank entries inside the queue (gaps) do not end it.
+        """
         files = self.files.files
-        if not files:
-            return
-        # Files before the last non-empty one are full; scan only from there.
-        index = len(files) - 1
-        while index > 0 and _first_size(files[index].buffer) == 0:
-            index -= 1
-        for mapped in files[index + 1 :]:
-            mapped.wrote_position = mapped.flushed_position = 0
-        mapped = files[index]
-        buf = mapped.buffer
         end = 0
-        for pos in range(0, mapped.file_size, UNIT):
-            offset, size, _tags = _ENTRY.unpack_from(buf, pos)
-            if size <= 0 or offset < 0:
+        index = len(files) - 1
+        while index >= 0:
+            used = len(files[index].buffer[:].rstrip(b"\0"))
+            if used:
+                end = -(-used // UNIT) * UNIT
                 break
-            end = pos + UNIT
-            self.max_physical_end = offset + size
+            index -= 1
+        if index < 0:
+            self.files.truncate(self.files.min_offset)
+            return
+        mapped = files[index]
         mapped.wrote_position = mapped.flushed_position = end
-        if end == 0 and index > 0:
-            prev = files[index - 1]
-            offset, size, _ = _ENTRY.unpack_from(prev.buffer, prev.file_size - UNIT)
-            self.max_physical_end = offset + size
+        offset, size, _ = _ENTRY.unpack_from(mapped.buffer, end - UNIT)
+        self.max_physical_end = offset + size
+        for later in files[index + 1 :]:
+            later.wrote_position = later.flushed_position = 0
         self.files.truncate(mapped.file_from_offset + end)
 
     def truncate_to_physical(self, commit_log_max: int) -> None:
@@ -110,12 +108,19 @@ class ConsumeQueue:
     def put(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> None:
         """Writes the entry for `queue_offset`; an entry already present is left as it is."""
         position = queue_offset * UNIT
+        last = self.files.files[-1] if self.files.files else None
+        if last is not None and position == last.wrote_offset and not last.is_full:
+            # The common case: the next entry of the last file.
+            _ENTRY.pack_into(last.buffer, last.wrote_position, physical_offset, size, tags_code)
+            last.wrote_position += UNIT
+            self.max_physical_end = physical_offset + size
+            return
         end = self.files.max_offset
         if position < end:
             return
         if not self.files.files and position:
             self.files.reset_start(position)
-            end = position
+            self._min_logic_offset = end = position
         if position > end:
             log.warning(
                 "consume queue %s/%d: gap from entry %d to %d filled with blanks",
@@ -190,8 +195,8 @@ class ConsumeQueue:
         # Entries point at increasing CommitLog offsets: binary search the first one kept.
         while low < high:
             mid = (low + high) // 2
-            offset, _, _ = _ENTRY.unpack_from(first.buffer, mid * UNIT)
-            if offset < commit_log_min_offset:
+            offset, size, _ = _ENTRY.unpack_from(first.buffer, mid * UNIT)
+            if offset < commit_log_min_offset or size == 0:
                 low = mid + 1
             else:
                 high = mid
@@ -209,7 +214,3 @@ class ConsumeQueue:
             mapped.destroy()
         self.files.files.clear()
 
-
-def _first_size(buf: mmap.mmap) -> int:
-    size: int = _ENTRY.unpack_from(buf, 0)[1]
-    return size

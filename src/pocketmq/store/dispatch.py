@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import logging
 import struct
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from pocketmq.common.constants import (
     BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE_V1,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
@@ -27,7 +32,6 @@ from pocketmq.common.java_hash import tags_code
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.stored_message import (
     MessageDecodeError,
-    body_crc,
     parse_layout,
     peek_size_and_magic,
 )
@@ -37,12 +41,14 @@ log = logging.getLogger(__name__)
 
 _HEAD: Final = struct.Struct(">iIiiiqqiq")
 _LONG: Final = struct.Struct(">q")
-_STORE_TS_GAP: Final = 8  # BORNTIMESTAMP end -> born host -> STORETIMESTAMP
+_UNSIGNED_SHORT: Final = struct.Struct(">H")
+# TOTALSIZE through BODYLEN for IPv4 hosts: the layout of nearly every record.
+_FIXED_V4: Final = struct.Struct(">iIiiiqqiq8sq8siqi")
+_V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchRequest:
-    """What the dispatcher learned from one stored record."""
+class DispatchRequest(NamedTuple):
+    """What the dispatcher learned from one stored record (a tuple: built once per message)."""
 
     topic: str
     queue_id: int
@@ -54,7 +60,7 @@ class DispatchRequest:
     keys: str
     uniq_key: str | None
     sys_flag: int
-    properties: dict[str, str]
+    properties_text: str
 
     @property
     def goes_to_consume_queue(self) -> bool:
@@ -62,9 +68,29 @@ class DispatchRequest:
         kind = self.sys_flag & TRANSACTION_TYPE_MASK
         return kind not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.properties_text)
+
 
 class RecordEnd(Exception):
     """No record starts here: the zeroed space after the last record."""
+
+
+def find_property(text: str, name: str) -> str | None:
+    """One property's value from an encoded properties string, without decoding it all.
+
+    Agrees with `decode_properties`: a match must start a segment, and empty values are absent.
+    """
+    needle = name + NAME_VALUE_SEPARATOR
+    i = text.find(needle)
+    while i != -1:
+        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
+            start = i + len(needle)
+            end = text.find(PROPERTY_SEPARATOR, start)
+            value = text[start:] if end == -1 else text[start:end]
+            return value or None
+        i = text.find(needle, i + 1)
+    return None
 
 
 def parse_dispatch(
@@ -77,46 +103,107 @@ def parse_dispatch(
         MessageDecodeError: a torn or corrupt record, or one whose PHYSICALOFFSET is not
             `expected_offset` (stale bytes from before a truncation).
     """
+    available = len(buf) - pos
     size, magic = peek_size_and_magic(buf, pos)
     if size == 0 and magic == 0:
         raise RecordEnd
     if magic == BLANK_MAGIC_CODE:
         return None
+    if magic == MESSAGE_MAGIC_CODE_V1 and _FIXED_V4.size <= size <= available:
+        (
+            _,
+            _,
+            crc,
+            queue_id,
+            _,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            _,
+            _,
+            store_timestamp,
+            _,
+            _,
+            _,
+            body_len,
+        ) = _FIXED_V4.unpack_from(buf, pos)
+    else:
+        sys_flag = -1  # not the common layout: take the general path below
+    if sys_flag & _V6_FLAGS or sys_flag < 0:
+        return _parse_general(buf, pos, expected_offset, check_crc=check_crc)
+    end = pos + size
+    body_pos = pos + _FIXED_V4.size
+    topic_len_pos = body_pos + body_len
+    if body_len < 0 or topic_len_pos + 3 > end:
+        raise MessageDecodeError(f"record at {expected_offset}: body overruns the record")
+    topic_pos = topic_len_pos + 1
+    properties_len_pos = topic_pos + buf[topic_len_pos]
+    if properties_len_pos + 2 > end:
+        raise MessageDecodeError(f"record at {expected_offset}: topic overruns the record")
+    properties_pos = properties_len_pos + 2
+    if properties_pos + _UNSIGNED_SHORT.unpack_from(buf, properties_len_pos)[0] != end:
+        raise MessageDecodeError(
+            f"record at {expected_offset}: field lengths do not add up to TOTALSIZE {size}"
+        )
+    return _request(
+        buf, expected_offset, check_crc, crc, queue_id, queue_offset, physical_offset, sys_flag,
+        store_timestamp, size, body_pos, body_len, topic_pos, properties_len_pos - topic_pos,
+        properties_pos, end - properties_pos,
+    )  # fmt: skip
+
+
+def _parse_general(
+    buf: memoryview, pos: int, expected_offset: int, *, check_crc: bool
+) -> DispatchRequest:
     layout = parse_layout(buf, pos)
     (_, _, crc, queue_id, _, queue_offset, physical_offset, sys_flag, _) = _HEAD.unpack_from(
         buf, pos
     )
+    born_host_size = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_timestamp = _LONG.unpack_from(buf, pos + _HEAD.size + born_host_size)[0]
+    return _request(
+        buf, expected_offset, check_crc, crc, queue_id, queue_offset, physical_offset, sys_flag,
+        store_timestamp, layout.size, layout.body_pos, layout.body_len, layout.topic_pos,
+        layout.topic_len, layout.properties_pos, layout.properties_len,
+    )  # fmt: skip
+
+
+def _request(
+    buf: memoryview, expected_offset: int, check_crc: bool, crc: int, queue_id: int,
+    queue_offset: int, physical_offset: int, sys_flag: int, store_timestamp: int, size: int,
+    body_pos: int, body_len: int, topic_pos: int, topic_len: int, properties_pos: int,
+    properties_len: int,
+) -> DispatchRequest:  # fmt: skip
     if physical_offset != expected_offset:
         raise MessageDecodeError(
             f"record at {expected_offset} says it was written at {physical_offset}"
         )
-    if check_crc:
-        body = buf[layout.body_pos : layout.body_pos + layout.body_len]
-        if body_crc(body) != crc:
-            raise MessageDecodeError(f"record at {expected_offset}: body CRC mismatch")
-    born_host_size = 20 if sys_flag & 0x10 else 8
-    store_timestamp = _LONG.unpack_from(buf, pos + _HEAD.size + born_host_size)[0]
     try:
-        topic = bytes(buf[layout.topic_pos : layout.topic_pos + layout.topic_len]).decode()
-        properties_text = bytes(
-            buf[layout.properties_pos : layout.properties_pos + layout.properties_len]
-        ).decode()
+        topic = str(buf[topic_pos : topic_pos + topic_len], "utf-8")
+        properties = str(buf[properties_pos : properties_pos + properties_len], "utf-8")
     except UnicodeDecodeError as exc:
         raise MessageDecodeError(f"record at {expected_offset}: text is not UTF-8") from exc
-    properties = decode_properties(properties_text) if properties_text else {}
-    tags = properties.get(PROPERTY_TAGS)
+    if check_crc:
+        if zlib.crc32(buf[body_pos : body_pos + body_len]) & 0x7FFFFFFF != crc:
+            raise MessageDecodeError(f"record at {expected_offset}: body CRC mismatch")
+        # The body CRC does not cover topic and properties. The append path guarantees a NUL-free
+        # topic and a properties string ending in its separator, so a tail that a torn write
+        # left zeroed is caught here too.
+        if "\0" in topic or (properties and properties[-1] != PROPERTY_SEPARATOR):
+            raise MessageDecodeError(f"record at {expected_offset}: torn topic or properties")
+    tags = find_property(properties, PROPERTY_TAGS)
     return DispatchRequest(
-        topic=topic,
-        queue_id=queue_id,
-        commit_log_offset=physical_offset,
-        size=size,
-        tags_code=tags_code(tags) if tags else 0,
-        store_timestamp=store_timestamp,
-        queue_offset=queue_offset,
-        keys=properties.get(PROPERTY_KEYS, ""),
-        uniq_key=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        sys_flag=sys_flag,
-        properties=properties,
+        topic,
+        queue_id,
+        physical_offset,
+        size,
+        tags_code(tags) if tags else 0,
+        store_timestamp,
+        queue_offset,
+        find_property(properties, PROPERTY_KEYS) or "",
+        find_property(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        sys_flag,
+        properties,
     )
 
 

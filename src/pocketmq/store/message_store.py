@@ -299,18 +299,21 @@ class MessageStore:
         self._flushers.clear()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self._flush_all)
-        self.close(clean=True)
+        self.close()
+        self._abort_path.unlink(missing_ok=True)
+        self._fsync_dir(self.root)
+        log.info("store at %s stopped cleanly", self.root)
 
-    def close(self, *, clean: bool) -> None:
-        """Closes files; with `clean`, removes the `abort` marker (everything was flushed)."""
+    def close(self) -> None:
+        """Closes the files without the clean-stop steps: the next `load()` recovers as after
+        a crash (the `abort` marker stays). `shutdown()` is the clean stop."""
+        if not self._loaded:
+            return
+        self._loaded = False
         self.commit_log.close()
         self.consume_queues.close()
         self.index.close()
         self._flush_executor.shutdown(wait=True)
-        if clean:
-            self._abort_path.unlink(missing_ok=True)
-            self._fsync_dir(self.root)
-        self._loaded = False
 
     def _flush_all(self) -> None:
         self.commit_log.files.flush()

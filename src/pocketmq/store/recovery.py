@@ -34,6 +34,7 @@ _STORE_TIMESTAMP_POS_V4: Final = 56
 class RecoveryResult:
     """Where the scan started (re-dispatch starts there too) and where the log ends."""
 
+    abnormal: bool
     scan_start: int
     end_offset: int
     records: int
@@ -46,7 +47,7 @@ def recover_commit_log(
     """Sets the CommitLog's write position to the end of its last valid record."""
     files = commit_log.files.files
     if not files:
-        return RecoveryResult(0, 0, 0, 0)
+        return RecoveryResult(abnormal, 0, 0, 0, 0)
     if abnormal:
         start_index = _safe_point_index(files, safe_timestamp)
     else:
@@ -91,7 +92,7 @@ def recover_commit_log(
         scan_start,
         end_offset,
     )
-    return RecoveryResult(scan_start, end_offset, records, cleared)
+    return RecoveryResult(abnormal, scan_start, end_offset, records, cleared)
 
 
 def _safe_point_index(files: list[MappedFile], safe_timestamp: int) -> int:

@@ -1,0 +1,200 @@
+"""Storage engine benchmark: append and read throughput of the message store, no network.
+
+Workloads (1 KiB messages by default), each on a fresh store in a temporary directory:
+- append, one message per put, ASYNC_FLUSH;
+- append, batches of 32, ASYNC_FLUSH;
+- append under SYNC_FLUSH (group commit) with 1, 16 and 64 concurrent writers;
+- read by queue (32 messages per read) of everything the batch run appended.
+Appends include dispatch (ConsumeQueue and index building), as in a running broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+
+from pocketmq.common.properties import encode_properties
+from pocketmq.store.api import GetStatus, MessageToStore
+from pocketmq.store.config import FlushDiskType, MessageStoreConfig
+from pocketmq.store.message_store import MessageStore
+
+TOPIC = "BenchmarkTest"
+QUEUES = 8
+
+
+@dataclass
+class Figure:
+    """One benchmark line."""
+
+    workload: str
+    messages: int
+    seconds: float
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+    def line(self, size: int) -> str:
+        mb_s = self.msgs_per_s * size / 1e6
+        return (
+            f"{self.workload:<34} {self.messages:>9,} msgs {self.seconds:>7.2f} s "
+            f"{self.msgs_per_s:>11,.0f} msgs/s {mb_s:>8.1f} MB/s"
+        )
+
+
+def make_messages(count: int, size: int) -> list[MessageToStore]:
+    body = os.urandom(size)
+    return [
+        MessageToStore(
+            topic=TOPIC,
+            body=body,
+            properties=encode_properties(
+                {"TAGS": "TagA", "KEYS": f"key-{i}", "UNIQ_KEY": f"7F0000010001{i:020X}"}
+            ),
+            queue_id=i % QUEUES,
+            born_timestamp=1_700_000_000_000,
+            born_host=("127.0.0.1", 50000),
+        )
+        for i in range(count)
+    ]
+
+
+async def _with_store(
+    root: str, flush: FlushDiskType, work: Callable[[MessageStore], Awaitable[int]]
+) -> tuple[int, float, MessageStore]:
+    config = MessageStoreConfig(store_path_root_dir=root, flush_disk_type=flush)
+    store = MessageStore(config)
+    store.load()
+    await store.start()
+    start = time.perf_counter()
+    count = await work(store)
+    store.dispatch_now()
+    elapsed = time.perf_counter() - start
+    return count, elapsed, store
+
+
+async def append_single(store: MessageStore, messages: list[MessageToStore]) -> int:
+    for message in messages:
+        await store.put_message(message)
+    return len(messages)
+
+
+async def append_batches(store: MessageStore, messages: list[MessageToStore], batch: int) -> int:
+    # A batch goes to one queue, as a producer's batch does.
+    by_queue: list[list[MessageToStore]] = [[] for _ in range(QUEUES)]
+    for message in messages:
+        by_queue[message.queue_id].append(message)
+    batches = [q[i : i + batch] for q in by_queue for i in range(0, len(q), batch)]
+    for chunk in batches:
+        await store.put_messages(chunk)
+    return len(messages)
+
+
+async def append_concurrent(
+    store: MessageStore, messages: list[MessageToStore], writers: int
+) -> int:
+    per_writer = len(messages) // writers
+
+    async def writer(part: list[MessageToStore]) -> None:
+        for message in part:
+            result = await store.put_message(message)
+            assert result.ok, result.status
+
+    await asyncio.gather(
+        *(writer(messages[i * per_writer : (i + 1) * per_writer]) for i in range(writers))
+    )
+    return per_writer * writers
+
+
+def read_all(store: MessageStore, batch: int = 32) -> int:
+    count = 0
+    for queue_id in range(QUEUES):
+        offset = 0
+        while True:
+            result = store.get_message(TOPIC, queue_id, offset, batch)
+            if result.status is not GetStatus.FOUND:
+                break
+            count += result.message_count
+            offset = result.next_begin_offset
+    return count
+
+
+async def run(args: argparse.Namespace) -> list[Figure]:
+    messages = make_messages(args.messages, args.size)
+    figures = []
+
+    async def measure(
+        name: str,
+        flush: FlushDiskType,
+        work: Callable[[MessageStore], Awaitable[int]],
+        *,
+        read_after: bool = False,
+    ) -> None:
+        with tempfile.TemporaryDirectory(prefix="pocketmq-bench-", dir=args.dir) as root:
+            count, elapsed, store = await _with_store(root, flush, work)
+            figures.append(Figure(name, count, elapsed))
+            print(figures[-1].line(args.size), flush=True)
+            if read_after:
+                start = time.perf_counter()
+                read = read_all(store)
+                figures.append(
+                    Figure("read by queue, 32 per read", read, time.perf_counter() - start)
+                )
+                print(figures[-1].line(args.size), flush=True)
+            await store.shutdown()
+
+    async_flush, sync_flush = FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH
+    await measure("append single, ASYNC_FLUSH", async_flush, lambda s: append_single(s, messages))
+    await measure(
+        "append batch 32, ASYNC_FLUSH",
+        async_flush,
+        lambda s: append_batches(s, messages, 32),
+        read_after=True,
+    )
+    sync_messages = messages[: args.sync_messages]
+    for writers in (1, 16, 64):
+        await measure(
+            f"append SYNC_FLUSH, {writers} writers",
+            sync_flush,
+            lambda s, w=writers: append_concurrent(s, sync_messages, w),
+        )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the store benchmark; prints one line per workload (or JSON with --json)."""
+    parser = argparse.ArgumentParser(prog="pocketmq bench store", description=__doc__)
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=200_000, help="messages per append run")
+    parser.add_argument(
+        "--sync-messages", type=int, default=50_000, help="messages per SYNC_FLUSH run"
+    )
+    parser.add_argument("--size", type=int, default=1024, help="body size in bytes")
+    parser.add_argument("--dir", default=None, help="where the temporary stores go")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    print(
+        f"store benchmark: {args.messages:,} messages of {args.size} bytes "
+        f"({args.sync_messages:,} under SYNC_FLUSH), {os.cpu_count()} cores",
+        flush=True,
+    )
+    figures = asyncio.run(run(args))
+    if args.json:
+        json.dump(
+            [asdict(f) | {"msgs_per_s": round(f.msgs_per_s)} for f in figures], sys.stdout, indent=2
+        )
+        print()
+    return 0

@@ -1,0 +1,137 @@
+"""CommitLog: record layout on disk, roll-over with the blank filler, limits, raw appends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pocketmq.common.constants import BLANK_MAGIC_CODE
+from pocketmq.common.stored_message import decode_record, peek_size_and_magic
+from pocketmq.runtime.clock import ManualClock
+from pocketmq.store.api import PutStatus
+from pocketmq.store.commitlog import CommitLog
+from tests.unit.store.conftest import message
+
+FILE_SIZE = 4096
+
+
+def make_log(directory: Path, clock: ManualClock) -> CommitLog:
+    commit_log = CommitLog(
+        directory,
+        file_size=FILE_SIZE,
+        clock=clock,
+        store_host=("192.168.0.9", 10911),
+        max_message_size=1024,
+        preallocate=False,
+    )
+    commit_log.files.load()
+    return commit_log
+
+
+def test_append_writes_rocketmq_record_with_offsets_and_store_fields(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    commit_log = make_log(tmp_path, clock)
+    first = commit_log.append([message(body=b"a" * 10, tags="TagA")])
+    second = commit_log.append([message(body=b"b" * 20)])
+    assert first.ok
+    assert second.ok
+    assert first.physical_offsets == [0]
+    assert second.physical_offsets == [first.wrote_bytes]
+    assert (first.queue_offset, second.queue_offset) == (0, 1)
+    record = commit_log.read_record(second.physical_offsets[0])
+    assert record is not None
+    decoded = decode_record(record)
+    assert decoded.body == b"b" * 20
+    assert decoded.physical_offset == first.wrote_bytes
+    assert decoded.queue_offset == 1
+    assert decoded.store_timestamp == clock.now_ms()
+    assert decoded.store_host == ("192.168.0.9", 10911)
+    assert decoded.born_host == ("10.0.0.1", 5555)
+
+
+def test_batch_gets_consecutive_queue_offsets(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    batch = [message(body=bytes([i]) * 5, queue_id=3) for i in range(4)]
+    result = commit_log.append(batch)
+    assert result.queue_offset == 0
+    assert [m.queue_offset for m in batch] == [0, 1, 2, 3]
+    offsets = result.physical_offsets
+    assert offsets == sorted(offsets)
+    assert len(set(offsets)) == 4
+    assert commit_log.queue_offsets.next_offset("TopicTest", 3) == 4
+
+
+def test_record_that_does_not_fit_moves_to_next_file_after_blank(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    commit_log = make_log(tmp_path, clock)
+    results = [commit_log.append([message(body=b"x" * 950)]) for _ in range(5)]
+    assert all(r.ok for r in results)
+    # Records of ~1050 bytes: three fit in 4 KiB, the fourth starts the second file.
+    assert results[3].physical_offsets[0] == FILE_SIZE
+    first_file = commit_log.files.files[0]
+    blank_at = results[2].physical_offsets[0] + results[2].wrote_bytes
+    size, magic = peek_size_and_magic(first_file.buffer, blank_at)
+    assert magic == BLANK_MAGIC_CODE
+    assert blank_at + size == FILE_SIZE
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000000000000000000",
+        "00000000000000004096",
+    ]
+
+
+def test_oversized_body_is_refused_with_the_limit_named(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    result = commit_log.append([message(body=b"x" * 1025)])
+    assert result.status is PutStatus.MESSAGE_ILLEGAL
+    assert "maxMessageSize" in result.remark
+    assert commit_log.max_offset == 0
+    assert commit_log.queue_offsets.next_offset("TopicTest", 0) == 0
+
+
+def test_oversized_properties_are_refused(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    big = message()
+    big.properties = "K\x01" + "v" * 40_000 + "\x02"
+    assert commit_log.append([big]).status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+
+
+def test_append_raw_copies_another_log_byte_for_byte(tmp_path: Path, clock: ManualClock) -> None:
+    source = make_log(tmp_path / "a", clock)
+    for _ in range(9):
+        source.append([message(body=b"y" * 700)])
+    replica = make_log(tmp_path / "b", clock)
+    offset = 0
+    while offset < source.max_offset:
+        chunk = source.read(offset, min(1000, source.max_offset - offset))
+        if chunk is None:  # the rest of this file
+            mapped = source.files.find(offset)
+            assert mapped is not None
+            chunk = mapped.read(offset - mapped.file_from_offset, mapped.end_offset - offset)
+        replica.append_raw(offset, chunk)
+        offset += len(chunk)
+    assert replica.max_offset == source.max_offset
+    for a, b in zip(source.files, replica.files, strict=True):
+        assert a.read(0, a.wrote_position) == b.read(0, b.wrote_position)
+
+
+def test_append_raw_refuses_a_gap(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    commit_log.append([message()])
+    with pytest.raises(ValueError, match="does not continue"):
+        commit_log.append_raw(commit_log.max_offset + 5, b"zzz")
+
+
+def test_truncate_zeroes_cut_bytes_and_later_files(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    results = [commit_log.append([message(body=b"z" * 900)]) for _ in range(6)]
+    cut = results[1].physical_offsets[0]
+    commit_log.truncate(cut)
+    assert commit_log.max_offset == cut
+    assert len(commit_log.files.files) == 1
+    mapped = commit_log.files.files[0]
+    assert mapped.read(cut, FILE_SIZE - cut) == bytes(FILE_SIZE - cut)
+    again = commit_log.append([message(body=b"n")])
+    assert again.physical_offsets == [cut]
