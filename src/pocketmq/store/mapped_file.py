@@ -44,13 +44,20 @@ class MappedFile:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(path, flags, 0o644)
+        if create and not path.exists():
+            # Sized under a temporary name, then renamed: a crash never leaves a short file
+            # under a real name (`load` deletes leftover .tmp files).
+            temporary = path.with_name(path.name + ".tmp")
+            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, file_size)
+            finally:
+                os.close(fd)
+            os.replace(temporary, path)
+        self._fd = os.open(path, os.O_RDWR)
         try:
             actual = os.fstat(self._fd).st_size
-            if create and actual == 0:
-                os.ftruncate(self._fd, file_size)
-            elif actual != file_size:
+            if actual != file_size:
                 raise MappedFileError(
                     f"{path} is {actual} bytes but the configured file size is {file_size}; "
                     "restore the file or set the size it was written with"
