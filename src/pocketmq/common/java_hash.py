@@ -44,3 +44,15 @@ def tags_code(tags: str) -> int:
     Tags repeat across messages, so the hash is cached.
     """
     return java_string_hash(tags) if tags else 0
+
+
+def java_string_hash_concat(prefix_hash: int, suffix: str) -> int:
+    """Java's `(prefix + suffix).hashCode()` from the prefix's hash, hashing only `suffix`.
+
+    `hash(a + b) = hash(a) * 31**len(b) + hash(b)` (mod 2**32, len in UTF-16 units), so a
+    prefix shared by many keys (the `topic#` of index keys) is hashed once.
+    """
+    units = len(suffix) if suffix.isascii() else len(suffix.encode("utf-16-be")) // 2
+    power = _POWERS[units] if units < _POWERS_LEN else pow(31, units, 1 << 32)
+    h = (prefix_hash * power + java_string_hash(suffix)) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h

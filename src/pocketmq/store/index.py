@@ -23,10 +23,11 @@ import mmap
 import os
 import struct
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
-from pocketmq.common.java_hash import java_string_hash
+from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat
 from pocketmq.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,16 @@ _INT_MAX: Final = 0x7FFFFFFF
 
 def key_hash(key: str) -> int:
     """RocketMQ's index hash: |String.hashCode()|, with Integer.MIN_VALUE mapped to 0."""
-    h = java_string_hash(key)
+    return _abs_hash(java_string_hash(key))
+
+
+def _abs_hash(h: int) -> int:
     return 0 if h == -(1 << 31) else abs(h)
+
+
+@lru_cache(maxsize=1024)
+def _topic_prefix_hash(topic: str) -> int:
+    return java_string_hash(topic + "#")
 
 
 class IndexFileError(ValueError):
@@ -121,10 +130,13 @@ class IndexFile:
 
     def put_key(self, key: str, phys_offset: int, store_timestamp_ms: int) -> bool:
         """Adds one key; False when the file is full."""
+        return self.put_hash(key_hash(key), phys_offset, store_timestamp_ms)
+
+    def put_hash(self, h: int, phys_offset: int, store_timestamp_ms: int) -> bool:
+        """Adds one key by its `key_hash`; False when the file is full."""
         if self.index_count >= self.max_index:
             return False
         buf = self._buffer
-        h = key_hash(key)
         slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
         previous = _SLOT.unpack_from(buf, slot_pos)[0]
         if not 0 < previous < self.index_count:
@@ -304,20 +316,19 @@ class IndexService:
         if self.files and self._has_indexed(phys_offset):
             return
         index_file = self.files[-1] if self.files and not self.files[-1].is_full else None
+        prefix = _topic_prefix_hash(topic)
         if uniq_key:
-            index_file = self._put(
-                index_file, f"{topic}#{uniq_key}", phys_offset, store_timestamp_ms
-            )
+            h = _abs_hash(java_string_hash_concat(prefix, uniq_key))
+            index_file = self._put(index_file, h, phys_offset, store_timestamp_ms)
         for key in keys.split(" "):
             if key:
-                index_file = self._put(
-                    index_file, f"{topic}#{key}", phys_offset, store_timestamp_ms
-                )
+                h = _abs_hash(java_string_hash_concat(prefix, key))
+                index_file = self._put(index_file, h, phys_offset, store_timestamp_ms)
 
-    def _put(self, index_file: IndexFile | None, key: str, phys: int, stamp: int) -> IndexFile:
-        if index_file is None or not index_file.put_key(key, phys, stamp):
+    def _put(self, index_file: IndexFile | None, h: int, phys: int, stamp: int) -> IndexFile:
+        if index_file is None or not index_file.put_hash(h, phys, stamp):
             index_file = self._writable()
-            index_file.put_key(key, phys, stamp)
+            index_file.put_hash(h, phys, stamp)
         return index_file
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
