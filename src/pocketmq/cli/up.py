@@ -43,10 +43,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         if unknown:
             log.info("keys not used by the parts running today: %s", ", ".join(sorted(unknown)))
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(config))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

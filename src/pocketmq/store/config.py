@@ -7,9 +7,9 @@ Each field carries its RocketMQ property key in `metadata["key"]` (and old spell
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from pocketmq.common.config import key
 from pocketmq.common.constants import (
     COMMITLOG_FILE_SIZE_DEFAULT,
     CONSUME_QUEUE_FILE_UNITS_DEFAULT,
@@ -23,11 +23,6 @@ class FlushDiskType(enum.Enum):
 
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
-
-
-def key(name: str, default: Any, *aliases: str) -> Any:
-    """A dataclass field bound to the RocketMQ property `name` (and its old spellings)."""
-    return field(default=default, metadata={"key": name, "aliases": aliases})
 
 
 @dataclass

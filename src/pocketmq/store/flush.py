@@ -54,7 +54,8 @@ class GroupCommitFlusher:
         heapq.heappush(self._waiters, (end_offset, self._sequence, future))
         self._wakeup.set()
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await future
         except TimeoutError:
             return False
         return True

@@ -1,0 +1,298 @@
+"""JsonFile: round trips, the `.bak` fallback, torn files and crashes at every step of a save."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pocketmq.store import metadata
+from pocketmq.store.metadata import JsonFile, MetadataError
+
+OLD: dict[str, Any] = {"offsetTable": {"TopicTest@group": {"0": 12, "1": 7}}, "version": 1}
+NEW: dict[str, Any] = {
+    "offsetTable": {"TopicTest@group": {"0": 40, "1": 33}, "Topic-é@g": {"0": 1}},
+    "version": 2,
+}
+
+
+def file_bytes(data: Any, tmp_path: Path) -> bytes:
+    """The exact bytes `save` writes for `data`."""
+    scratch = JsonFile(tmp_path / "scratch" / "data.json")
+    scratch.save(data)
+    return scratch.path.read_bytes()
+
+
+def test_save_then_load_returns_the_same_document(tmp_path: Path) -> None:
+    JsonFile(tmp_path / "topics.json").save(NEW)
+    assert JsonFile(tmp_path / "topics.json").load() == NEW
+
+
+def test_save_writes_indented_utf8_json(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "consumerOffset.json")
+    file.save(NEW)
+    text = file.path.read_text(encoding="utf-8")
+    assert '\n  "offsetTable": {\n' in text
+    assert "Topic-é@g" in text
+    assert text.endswith("}\n")
+
+
+def test_save_accepts_a_str_path_and_creates_the_directory(tmp_path: Path) -> None:
+    path = tmp_path / "store" / "config" / "topics.json"
+    JsonFile(str(path)).save([1, 2])
+    assert json.loads(path.read_bytes()) == [1, 2]
+
+
+def test_load_returns_none_when_no_file_exists(tmp_path: Path) -> None:
+    assert JsonFile(tmp_path / "topics.json").load() is None
+
+
+def test_save_keeps_the_previous_version_as_bak(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    assert not file.backup_path.exists()
+    file.save(NEW)
+    assert json.loads(file.path.read_bytes()) == NEW
+    assert json.loads(file.backup_path.read_bytes()) == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topics.json", "topics.json.bak"]
+
+
+def test_bak_is_a_separate_file_from_the_main_one(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    file.save(NEW)
+    file.save({"version": 3})
+    assert json.loads(file.backup_path.read_bytes()) == NEW
+    assert not os.path.samefile(file.path, file.backup_path)
+
+
+def test_load_falls_back_to_bak_when_main_is_corrupt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    file.save(NEW)
+    file.path.write_bytes(b'{"offsetTable": {"Topic')
+    with caplog.at_level(logging.WARNING, logger="pocketmq.store.metadata"):
+        assert JsonFile(file.path).load() == OLD
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert str(file.path) in record.getMessage()
+    assert str(file.backup_path) in record.getMessage()
+    assert "not valid JSON" in record.getMessage()
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n", b"\xff\xfe{}", b"null-ish"])
+def test_load_treats_empty_or_undecodable_main_as_corrupt(tmp_path: Path, content: bytes) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.backup_path.write_bytes(json.dumps(OLD).encode())
+    file.path.write_bytes(content)
+    assert file.load() == OLD
+
+
+def test_load_falls_back_to_bak_when_main_is_missing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.backup_path.write_bytes(json.dumps(OLD).encode())
+    with caplog.at_level(logging.WARNING, logger="pocketmq.store.metadata"):
+        assert file.load() == OLD
+    assert "missing" in caplog.text
+    assert str(file.backup_path) in caplog.text
+
+
+def test_load_falls_back_to_bak_when_main_is_unreadable(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.path.mkdir()  # reading a directory fails with an OSError on every platform
+    file.backup_path.write_bytes(json.dumps(OLD).encode())
+    assert file.load() == OLD
+
+
+def test_load_ignores_a_leftover_torn_tmp(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    file.temp_path.write_bytes(file_bytes(NEW, tmp_path)[:10])
+    assert JsonFile(file.path).load() == OLD
+
+
+def test_save_overwrites_a_leftover_tmp(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.temp_path.write_bytes(b"x" * 10_000)
+    file.save(NEW)
+    assert JsonFile(file.path).load() == NEW
+    assert not file.temp_path.exists()
+
+
+def test_load_raises_when_main_and_bak_are_both_corrupt(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.path.write_bytes(b"{")
+    file.backup_path.write_bytes(b"[1,")
+    with pytest.raises(MetadataError) as caught:
+        file.load()
+    message = str(caught.value)
+    assert str(file.path) in message
+    assert str(file.backup_path) in message
+    assert "restore" in message
+    assert "delete" in message
+
+
+def test_load_raises_when_main_is_corrupt_and_bak_missing(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.path.write_bytes(b'{"a": ')
+    with pytest.raises(MetadataError, match="missing"):
+        file.load()
+
+
+def test_load_raises_when_main_is_missing_and_bak_corrupt(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.backup_path.write_bytes(b"{]")
+    with pytest.raises(MetadataError, match="not valid JSON"):
+        file.load()
+
+
+def test_torn_main_file_loads_old_or_new_never_garbage(tmp_path: Path) -> None:
+    """A filesystem that tore the main file at any byte: load gives a whole version."""
+    new_content = file_bytes(NEW, tmp_path)
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    file.save(OLD)  # `.bak` holds the old version too
+    for length in range(len(new_content) + 1):
+        file.path.write_bytes(new_content[:length])
+        loaded = JsonFile(file.path).load()
+        assert loaded in (OLD, NEW), length
+        assert (loaded == NEW) == (length >= len(new_content) - 1), length  # "\n" is optional
+
+
+def test_torn_main_file_without_bak_loads_new_or_raises(tmp_path: Path) -> None:
+    new_content = file_bytes(NEW, tmp_path)
+    file = JsonFile(tmp_path / "topics.json")
+    for length in range(1, len(new_content) + 1):
+        file.path.write_bytes(new_content[:length])
+        try:
+            loaded = JsonFile(file.path).load()
+        except MetadataError:
+            continue
+        assert loaded == NEW, length
+
+
+def test_torn_bak_does_not_matter_while_main_is_good(tmp_path: Path) -> None:
+    old_content = file_bytes(OLD, tmp_path)
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(NEW)
+    for length in range(len(old_content) + 1):
+        file.backup_path.write_bytes(old_content[:length])
+        assert JsonFile(file.path).load() == NEW
+
+
+class Crash(Exception):
+    """Stands for the process dying at this point."""
+
+
+def crash_at(step: int, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """Makes the `step`-th durable-storage call (fsync, link, replace, write) raise Crash.
+
+    A write that crashes leaves half its bytes behind, as a torn write would.
+    Returns a function that tells how many calls were made.
+    """
+    calls = 0
+
+    def counted(original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == step:
+                raise Crash
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    real_write_durably = metadata._write_durably
+
+    def write_durably(path: Path, content: bytes) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == step:
+            path.write_bytes(content[: len(content) // 2])
+            raise Crash
+        real_write_durably(path, content)
+
+    monkeypatch.setattr(metadata, "_write_durably", write_durably)
+    for name in ("fsync", "link", "replace"):
+        monkeypatch.setattr(os, name, counted(getattr(os, name)))
+    return lambda: calls
+
+
+@pytest.mark.parametrize("saves_before", [0, 1, 2])
+def test_crash_at_any_step_of_save_leaves_old_or_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saves_before: int
+) -> None:
+    versions = [{"version": n, "pad": "x" * 50} for n in range(saves_before)]
+    completed = False
+    for step in range(1, 30):
+        directory = tmp_path / f"step-{step}"
+        file = JsonFile(directory / "consumerOffset.json")
+        for version in versions:
+            file.save(version)
+        old = versions[-1] if versions else None
+        with monkeypatch.context() as patch:
+            calls = crash_at(step, patch)
+            try:
+                file.save(NEW)
+                completed = True
+            except Crash:
+                pass
+            made = calls()
+        assert JsonFile(file.path).load() in (old, NEW), step
+        if completed:
+            assert made < step
+            assert JsonFile(file.path).load() == NEW
+            break
+    assert completed
+
+
+def test_save_after_falling_back_keeps_the_good_bak(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    file.save(OLD)
+    file.path.write_bytes(b"{torn")
+    reopened = JsonFile(file.path)
+    assert reopened.load() == OLD
+    reopened.save(NEW)
+    assert json.loads(file.backup_path.read_bytes()) == OLD
+    assert json.loads(file.path.read_bytes()) == NEW
+
+
+def test_save_copies_aside_when_hard_links_are_unsupported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    monkeypatch.setattr(os, "link", no_links)
+    file.save(NEW)
+    assert json.loads(file.path.read_bytes()) == NEW
+    assert json.loads(file.backup_path.read_bytes()) == OLD
+
+
+@pytest.mark.parametrize("data", [3, "text", None, True])
+def test_save_refuses_a_scalar_document(tmp_path: Path, data: object) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    with pytest.raises(TypeError, match="object or array"):
+        file.save(data)
+    assert not tmp_path.joinpath("topics.json").exists()
+
+
+def test_save_of_unencodable_data_leaves_files_untouched(tmp_path: Path) -> None:
+    file = JsonFile(tmp_path / "topics.json")
+    file.save(OLD)
+    with pytest.raises(TypeError):
+        file.save({"when": object()})
+    assert file.load() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topics.json"]
