@@ -213,4 +213,3 @@ class ConsumeQueue:
         for mapped in list(self.files.files):
             mapped.destroy()
         self.files.files.clear()
-

@@ -47,6 +47,7 @@ from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import Dispatcher, DispatchRequest
 from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher
 from pocketmq.store.index import IndexService
+from pocketmq.store.metadata import BrokerMetadataFiles
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log
 from pocketmq.store.retention import CleanResult, RetentionPolicy, disk_used_percent, file_mtime_ms
 
@@ -167,6 +168,9 @@ class MessageStore:
             targets.append(IndexTarget(self.index))
         self.dispatcher = Dispatcher(self.commit_log, targets)  # type: ignore[arg-type]
         self.checkpoint = Checkpoint(self.root / "checkpoint")
+        # Topics, groups and offsets: the broker owns their meaning, the store their files.
+        self.metadata = BrokerMetadataFiles(self.root / "config")
+        self.metadata_documents: dict[str, object] = {}
         self.retention = RetentionPolicy(
             clock=self.clock,
             file_reserved_time_hours=config.file_reserved_time_hours,
@@ -196,6 +200,7 @@ class MessageStore:
         self.commit_log.files.load()
         self.consume_queues.load()
         self.index.load()
+        self.metadata_documents = self.metadata.load_all()
         result = recover_commit_log(
             self.commit_log,
             abnormal=abnormal,

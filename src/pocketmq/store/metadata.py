@@ -172,3 +172,31 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+class BrokerMetadataFiles:
+    """The broker's metadata files under `<storePathRootDir>/config/`, with RocketMQ's names."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(os.fspath(directory))
+        self.topics = JsonFile(self.directory / "topics.json")
+        self.subscription_groups = JsonFile(self.directory / "subscriptionGroup.json")
+        self.consumer_offsets = JsonFile(self.directory / "consumerOffset.json")
+        self.delay_offsets = JsonFile(self.directory / "delayOffset.json")
+
+    def all(self) -> list[JsonFile]:
+        return [self.topics, self.subscription_groups, self.consumer_offsets, self.delay_offsets]
+
+    def load_all(self) -> dict[str, Any]:
+        """Reads every file that exists (name -> document), creating the directory if needed.
+
+        Raises:
+            MetadataError: a file and its `.bak` are both unreadable.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        loaded = {}
+        for json_file in self.all():
+            document = json_file.load()
+            if document is not None:
+                loaded[json_file.path.name] = document
+        return loaded

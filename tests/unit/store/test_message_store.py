@@ -157,3 +157,19 @@ def test_truncate_cuts_queues_and_keeps_offsets_consistent(open_store: StoreFact
     record = store.get_message("TopicTest", 0, 12, 1).buffers[0]
     assert decode_record(record).body == b"new"
     assert decode_record(record).queue_offset == 12
+
+
+def test_metadata_files_are_loaded_at_start_with_bak_fallback(open_store: StoreFactory) -> None:
+    store = open_store()
+    offsets = {"offsetTable": {"TopicTest@group": {"0": 12}}}
+    store.metadata.consumer_offsets.save(offsets)
+    store.metadata.consumer_offsets.save({"offsetTable": {"TopicTest@group": {"0": 13}}})
+    store.metadata.topics.save({"topicConfigTable": {"TopicTest": {"readQueueNums": 8}}})
+    store.close()
+    (store.root / "config" / "consumerOffset.json").write_text('{"offsetTa')  # torn
+    reopened = open_store()
+    assert reopened.metadata_documents["consumerOffset.json"] == offsets
+    assert reopened.metadata_documents["topics.json"]["topicConfigTable"]["TopicTest"] == {
+        "readQueueNums": 8
+    }
+    assert "delayOffset.json" not in reopened.metadata_documents
