@@ -167,11 +167,11 @@ async def run(args: argparse.Namespace) -> list[Figure]:
     )
     sync_messages = messages[: args.sync_messages]
     for writers in (1, 16, 64):
-        await measure(
-            f"append SYNC_FLUSH, {writers} writers",
-            sync_flush,
-            lambda s, w=writers: append_concurrent(s, sync_messages, w),
-        )
+
+        def concurrent(store: MessageStore, writers: int = writers) -> Awaitable[int]:
+            return append_concurrent(store, sync_messages, writers)
+
+        await measure(f"append SYNC_FLUSH, {writers} writers", sync_flush, concurrent)
     return figures
 
 

@@ -29,7 +29,7 @@ def java_string_hash(text: str) -> int:
     units = _code_units(text)
     n = len(units)
     if n <= _POWERS_LEN:
-        h = sum(map(mul, units, _POWERS_REVERSED[_POWERS_LEN - n :])) & _MASK
+        h: int = sum(map(mul, units, _POWERS_REVERSED[_POWERS_LEN - n :])) & _MASK
     else:
         h = 0
         for unit in units:

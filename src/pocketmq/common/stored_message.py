@@ -13,6 +13,7 @@ checks lengths against the record size and the buffer, and raises `MessageDecode
 
 from __future__ import annotations
 
+import mmap
 import socket
 import struct
 import zlib
@@ -33,6 +34,8 @@ from pocketmq.common.properties import decode_properties
 
 HostAddress = tuple[str, int]
 """An (ip, port) pair; the ip is an IPv4 or IPv6 literal."""
+ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
+WritableBuffer = bytearray | memoryview | mmap.mmap
 
 _HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 52 bytes
 _TOTAL_MAGIC: Final = struct.Struct(">iI")
@@ -208,7 +211,7 @@ def properties_field(properties: bytes) -> bytes:
 
 
 def encode_record_into(
-    buf: bytearray | memoryview,
+    buf: WritableBuffer,
     pos: int,
     size: int,
     *,
@@ -278,12 +281,12 @@ def host_flags(sys_flag: int, born_host_len: int, store_host_len: int) -> int:
     return sys_flag
 
 
-def encode_blank(buf: bytearray | memoryview, pos: int, size: int) -> None:
+def encode_blank(buf: WritableBuffer, pos: int, size: int) -> None:
     """Writes the end-of-file filler: the blank length, then BLANK_MAGIC_CODE."""
     _TOTAL_MAGIC.pack_into(buf, pos, size, BLANK_MAGIC_CODE)
 
 
-def _unpack_host(buf: bytes | memoryview, pos: int, v6: bool) -> HostAddress:
+def _unpack_host(buf: ReadableBuffer, pos: int, v6: bool) -> HostAddress:
     n = 16 if v6 else 4
     ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, bytes(buf[pos : pos + n]))
     return ip, _INT.unpack_from(buf, pos + n)[0]
@@ -304,7 +307,7 @@ class RecordLayout:
     properties_len: int
 
 
-def peek_size_and_magic(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def peek_size_and_magic(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     """TOTALSIZE and MAGICCODE at `pos`, without checking them.
 
     Raises:
@@ -316,7 +319,7 @@ def peek_size_and_magic(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return size, magic
 
 
-def parse_layout(buf: bytes | memoryview, pos: int = 0) -> RecordLayout:
+def parse_layout(buf: ReadableBuffer, pos: int = 0) -> RecordLayout:
     """Checks the framing of the record at `pos` and locates its parts.
 
     Raises:
@@ -374,16 +377,14 @@ def parse_layout(buf: bytes | memoryview, pos: int = 0) -> RecordLayout:
     )
 
 
-def _text(buf: bytes | memoryview, pos: int, n: int, what: str, at: int) -> str:
+def _text(buf: ReadableBuffer, pos: int, n: int, what: str, at: int) -> str:
     try:
         return bytes(buf[pos : pos + n]).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MessageDecodeError(f"record at {at}: {what} is not UTF-8") from exc
 
 
-def decode_record(
-    buf: bytes | memoryview, pos: int = 0, *, check_crc: bool = True
-) -> StoredMessage:
+def decode_record(buf: ReadableBuffer, pos: int = 0, *, check_crc: bool = True) -> StoredMessage:
     """Decodes the record at `buf[pos:]`.
 
     Raises:
@@ -440,7 +441,7 @@ def decode_record(
     )
 
 
-def decode_records(buf: bytes | memoryview, *, check_crc: bool = True) -> list[StoredMessage]:
+def decode_records(buf: ReadableBuffer, *, check_crc: bool = True) -> list[StoredMessage]:
     """Decodes records laid back to back, as in a pull response body.
 
     Raises:

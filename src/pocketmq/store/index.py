@@ -90,6 +90,7 @@ class IndexFile:
             raise
         self._fd = fd
         self._dirty = create
+        header: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._buffer, 0)
         (
             self.begin_timestamp,
             self.end_timestamp,
@@ -97,7 +98,7 @@ class IndexFile:
             self.end_phy_offset,
             self.hash_slot_count,
             self.index_count,
-        ) = _HEADER.unpack_from(self._buffer, 0)
+        ) = header
         if create:
             self.index_count = 1
             self._write_header()

@@ -142,7 +142,7 @@ def _clear_torn_tail(mapped: MappedFile, position: int) -> int:
 def _set_end(commit_log: CommitLog, end_offset: int) -> None:
     """Marks files up to `end_offset` as written and removes the files after it."""
     queue = commit_log.files
-    keep = []
+    keep: list[MappedFile] = []
     for mapped in queue.files:
         if mapped.file_from_offset > end_offset or (mapped.file_from_offset == end_offset and keep):
             mapped.destroy()

@@ -91,7 +91,7 @@ class RetentionPolicy:
     def files_to_delete(self, files: list[tuple[Path, int]], *, force: bool) -> list[Path]:
         """The oldest files (path, mtime ms) to delete, never the last, at most a batch."""
         now = self._clock.now_ms()
-        chosen = []
+        chosen: list[Path] = []
         for path, mtime_ms in files[:-1]:
             if len(chosen) >= DELETE_FILES_BATCH_MAX:
                 break
