@@ -16,11 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pocketmq.common.stored_message import decode_record
+from pocketmq.store.dispatch import DispatchRequest, parse_dispatch
 from pocketmq.store.message_store import MessageStore
 from tests.fault.store_writer import QUEUES, TOPIC, config, expected_message
 
@@ -60,6 +62,24 @@ def run_writer_until_killed(root: Path, first_seq: int, run_s: float) -> dict[in
     return acks
 
 
+def commit_log_records(store: MessageStore) -> Iterator[DispatchRequest]:
+    """Every record of the CommitLog, parsed with body CRCs checked."""
+    offset = store.commit_log.min_offset
+    for _ in range(10_000_000):
+        if offset >= store.commit_log.max_offset:
+            return
+        found = store.commit_log.view_from(offset)
+        assert found is not None
+        view, position = found
+        request = parse_dispatch(view, position, offset, check_crc=True)
+        view.release()
+        if request is None:
+            offset = store.commit_log.next_file_offset(offset)
+        else:
+            offset += request.size
+            yield request
+
+
 def check_store(root: Path, acked: dict[int, int]) -> int:
     """Opens the store as the next start would and checks it; returns the highest seq stored."""
     store = MessageStore(config(str(root)))
@@ -85,6 +105,14 @@ def check_store(root: Path, acked: dict[int, int]) -> int:
                     highest = max(highest, seq)
                 offset = result.next_begin_offset
             assert offset == store.get_max_offset_in_queue(TOPIC, queue_id)
+        records = 0
+        for request in commit_log_records(store):
+            records += 1
+            position = store.get_commit_log_offset_in_queue(
+                request.topic, request.queue_id, request.queue_offset
+            )
+            assert position == request.commit_log_offset, "queue and commit log disagree"
+        assert records == len(stored), "a commit log record is missing from its queue"
         missing = set(acked) - stored
         assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
         for seq, physical in acked.items():
