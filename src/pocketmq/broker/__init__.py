@@ -1,0 +1,1 @@
+"""The broker: request processors over the message store, and the tables it owns."""

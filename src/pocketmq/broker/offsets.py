@@ -1,0 +1,73 @@
+"""Consumer offsets (`ConsumerOffsetManager`): where each group is in each queue.
+
+`config/consumerOffset.json` in RocketMQ's shape: `{"offsetTable": {"<topic>@<group>":
+{"<queueId>": offset}}}`. Queue ids are written as JSON strings (fastjson writes bare numbers,
+which no standard JSON reader takes); both forms load.
+
+Pure: the broker commits on the loop, snapshots periodically (`flushConsumerOffsetInterval`)
+and on stop, and saves the snapshot off the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+log = logging.getLogger(__name__)
+
+TOPIC_GROUP_SEPARATOR: Final = "@"
+
+
+class ConsumerOffsetTable:
+    """Committed offsets by (topic, group), then queue id."""
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self.changed = False
+
+    def load(self, document: Any) -> None:
+        if not isinstance(document, dict):
+            return
+        for key, queues in (document.get("offsetTable") or {}).items():
+            topic, sep, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
+            if not sep or not isinstance(queues, dict):
+                log.warning("consumer offsets: skipping malformed entry %r", key)
+                continue
+            self._table[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+
+    def snapshot(self) -> dict[str, Any]:
+        """The `consumerOffset.json` document."""
+        self.changed = False
+        return {
+            "offsetTable": {
+                f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": {str(q): o for q, o in sorted(qs.items())}
+                for (topic, group), qs in sorted(self._table.items())
+            }
+        }
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self._table.setdefault((topic, group), {})[queue_id] = offset
+        self.changed = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, or None when the group never committed for that queue."""
+        return self._table.get((topic, group), {}).get(queue_id)
+
+    def queues(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self._table.get((topic, group), {}))
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        return {group for (t, group) in self._table if t == topic}
+
+    def topics_of_group(self, group: str) -> set[str]:
+        return {topic for (topic, g) in self._table if g == group}
+
+    def remove_group(self, group: str) -> None:
+        for key in [k for k in self._table if k[1] == group]:
+            del self._table[key]
+            self.changed = True
+
+    def remove_topic(self, topic: str) -> None:
+        for key in [k for k in self._table if k[0] == topic]:
+            del self._table[key]
+            self.changed = True

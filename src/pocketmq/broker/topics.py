@@ -1,0 +1,205 @@
+"""The broker's topic table (`TopicConfigManager`): what topics exist here, and how they look.
+
+Owns topic names' validation, the system topics created at start, auto-creation through the
+`TBW102` default topic, and `config/topics.json` in RocketMQ's shape:
+`{"dataVersion": {...}, "topicConfigTable": {name: TopicConfig}}`.
+
+Saving is the caller's move (`snapshot()` then `JsonFile.save` off the loop), so the table stays
+pure and fast; every change bumps `data_version`, which the broker reports to NameServers.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from pocketmq.broker.data_version import DataVersion
+from pocketmq.common.constants import PERM_INHERIT, PERM_READ, PERM_WRITE
+
+AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
+TOPIC_NAME_MAX_LENGTH: Final = 127
+_VALID_NAME: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+SYSTEM_TOPICS: Final = {
+    "SCHEDULE_TOPIC_XXXX": 18,
+    "RMQ_SYS_TRANS_HALF_TOPIC": 1,
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC": 1,
+    "TRANS_CHECK_MAX_TIME_TOPIC": 1,
+    "rmq_sys_wheel_timer": 1,
+    "SELF_TEST_TOPIC": 1,
+    "OFFSET_MOVED_EVENT": 1,
+}
+
+
+class TopicFilterType(enum.Enum):
+    SINGLE_TAG = "SINGLE_TAG"
+    MULTI_TAG = "MULTI_TAG"
+
+
+class TopicError(ValueError):
+    """A topic name or setting that RocketMQ would refuse; the message says which rule."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Raises `TopicError` unless `name` is a legal topic name (`TopicValidator`)."""
+    if not name or not name.strip():
+        raise TopicError("the topic name is blank")
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        raise TopicError(f"the topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
+    if not _VALID_NAME.match(name):
+        raise TopicError(
+            f"the topic name {name!r} contains illegal characters; allowed: letters, digits, "
+            "'%', '|', '_' and '-'"
+        )
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """One topic's settings (`TopicConfig`); defaults are RocketMQ's."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        validate_topic_name(self.topic_name)
+        if not 0 <= self.perm < 8:
+            raise TopicError(f"perm {self.perm} is not in 0..7")
+        for name, value in (("read", self.read_queue_nums), ("write", self.write_queue_nums)):
+            if not 0 < value <= 1024:
+                raise TopicError(f"{name} queue count {value} is not in 1..1024")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attributes": dict(self.attributes),
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type.value,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TopicConfig:
+        return cls(
+            topic_name=str(data["topicName"]),
+            read_queue_nums=int(data.get("readQueueNums", 16)),
+            write_queue_nums=int(data.get("writeQueueNums", 16)),
+            perm=int(data.get("perm", PERM_READ | PERM_WRITE)),
+            topic_filter_type=TopicFilterType(data.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(data.get("topicSysFlag", 0)),
+            order=bool(data.get("order", False)),
+            attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
+        )
+
+
+class TopicTable:
+    """Topics of one broker."""
+
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        default_queue_nums: int = 8,
+        auto_create_topic_enable: bool = True,
+    ) -> None:
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._default_queue_nums = default_queue_nums
+        self._auto_create = auto_create_topic_enable
+        self._cluster_name = cluster_name
+        self._broker_name = broker_name
+
+    def load(self, document: Any, now_ms: int) -> None:
+        """Takes the topics from a `topics.json` document (or None), then the system topics."""
+        if isinstance(document, dict):
+            for name, data in (document.get("topicConfigTable") or {}).items():
+                config = TopicConfig.from_json(data)
+                self.topics[name] = replace(config, topic_name=name)
+            self.data_version = DataVersion.from_json(document.get("dataVersion"))
+        self._create_system_topics(now_ms)
+
+    def _create_system_topics(self, now_ms: int) -> None:
+        for name, queues in SYSTEM_TOPICS.items():
+            self.topics.setdefault(name, TopicConfig(name, queues, queues))
+        if self._auto_create:
+            self.topics.setdefault(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    self._default_queue_nums,
+                    self._default_queue_nums,
+                    PERM_INHERIT | PERM_READ | PERM_WRITE,
+                ),
+            )
+        for name in (self._cluster_name, self._broker_name):
+            self.topics.setdefault(
+                name, TopicConfig(name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE)
+            )
+        self.data_version.bump(now_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The `topics.json` document."""
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: c.to_json() for name, c in sorted(self.topics.items())},
+        }
+
+    def get(self, name: str) -> TopicConfig | None:
+        return self.topics.get(name)
+
+    def update(self, config: TopicConfig, now_ms: int) -> TopicConfig:
+        """Creates or replaces a topic (admin `updateTopic`).
+
+        Raises:
+            TopicError: a bad name, perm or queue count.
+        """
+        config.validate()
+        self.topics[config.topic_name] = config
+        self.data_version.bump(now_ms)
+        return config
+
+    def delete(self, name: str, now_ms: int) -> bool:
+        removed = self.topics.pop(name, None) is not None
+        if removed:
+            self.data_version.bump(now_ms)
+        return removed
+
+    def create_on_send(
+        self, name: str, default_topic: str, queue_nums: int, now_ms: int
+    ) -> TopicConfig | None:
+        """Auto-creates `name` from `default_topic` if that one allows it (PERM_INHERIT).
+
+        Returns the new topic, or None when auto-creation does not apply.
+
+        Raises:
+            TopicError: `name` is not a legal topic name.
+        """
+        validate_topic_name(name)
+        template = self.topics.get(default_topic)
+        if template is None or not template.perm & PERM_INHERIT:
+            return None
+        queues = max(1, min(queue_nums, template.write_queue_nums))
+        config = TopicConfig(name, queues, queues, template.perm & ~PERM_INHERIT)
+        self.topics[name] = config
+        self.data_version.bump(now_ms)
+        return config
+
+    def create_system_topic(self, name: str, queues: int, perm: int, now_ms: int) -> TopicConfig:
+        """Creates an internal topic (retry, dead-letter) if it does not exist yet."""
+        config = self.topics.get(name)
+        if config is None:
+            config = TopicConfig(name, queues, queues, perm)
+            self.topics[name] = config
+            self.data_version.bump(now_ms)
+        return config

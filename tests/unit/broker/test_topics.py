@@ -1,0 +1,96 @@
+"""The broker's topic table: validation, system topics, auto-creation, topics.json shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketmq.broker.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    TopicConfig,
+    TopicError,
+    TopicTable,
+    validate_topic_name,
+)
+
+NOW = 1_700_000_000_000
+
+
+def make_table(**kwargs: object) -> TopicTable:
+    table = TopicTable(cluster_name="DefaultCluster", broker_name="broker-a", **kwargs)  # type: ignore[arg-type]
+    table.load(None, NOW)
+    return table
+
+
+@pytest.mark.parametrize("name", ["TopicTest", "%RETRY%group", "a|b", "x-y_z", "A" * 127])
+def test_legal_topic_names(name: str) -> None:
+    validate_topic_name(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("", "blank"),
+        ("   ", "blank"),
+        ("A" * 128, "longer"),
+        ("bad topic", "illegal"),
+        ("a/b", "illegal"),
+    ],
+)
+def test_illegal_topic_names_say_which_rule(name: str, rule: str) -> None:
+    with pytest.raises(TopicError, match=rule):
+        validate_topic_name(name)
+
+
+def test_system_topics_and_tbw102_exist_at_start() -> None:
+    table = make_table()
+    tbw = table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+    assert tbw is not None
+    assert (tbw.perm, tbw.write_queue_nums) == (7, 8)
+    assert table.get("SCHEDULE_TOPIC_XXXX") is not None
+    assert table.get("DefaultCluster") is not None
+    assert table.get("broker-a") is not None
+    assert make_table(auto_create_topic_enable=False).get(AUTO_CREATE_TOPIC_KEY_TOPIC) is None
+
+
+def test_auto_create_takes_tbw102_without_inherit() -> None:
+    table = make_table()
+    created = table.create_on_send("NewTopic", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, NOW)
+    assert created is not None
+    assert (created.read_queue_nums, created.write_queue_nums, created.perm) == (4, 4, 6)
+    assert table.create_on_send("Other", "NoSuchDefault", 4, NOW) is None
+    off = make_table(auto_create_topic_enable=False)
+    assert off.create_on_send("NewTopic", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, NOW) is None
+
+
+def test_update_validates_and_bumps_data_version() -> None:
+    table = make_table()
+    before = table.data_version.counter
+    table.update(TopicConfig("T", 4, 4), NOW + 1)
+    assert table.data_version.counter == before + 1
+    assert table.data_version.timestamp == NOW + 1
+    with pytest.raises(TopicError, match="perm"):
+        table.update(TopicConfig("T", 4, 4, perm=9), NOW)
+    with pytest.raises(TopicError, match="queue count"):
+        table.update(TopicConfig("T", 0, 4), NOW)
+    assert table.delete("T", NOW)
+    assert not table.delete("T", NOW)
+
+
+def test_snapshot_round_trips_in_rocketmq_shape() -> None:
+    table = make_table()
+    table.update(TopicConfig("T", 4, 2, order=True, attributes={"+message.type": "FIFO"}), NOW)
+    document = table.snapshot()
+    assert document["topicConfigTable"]["T"] == {
+        "attributes": {"+message.type": "FIFO"},
+        "order": True,
+        "perm": 6,
+        "readQueueNums": 4,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": "T",
+        "topicSysFlag": 0,
+        "writeQueueNums": 2,
+    }
+    reloaded = TopicTable(cluster_name="DefaultCluster", broker_name="broker-a")
+    reloaded.load(document, NOW)
+    assert reloaded.get("T") == table.get("T")
+    assert reloaded.data_version.counter > table.data_version.counter
