@@ -1,0 +1,388 @@
+"""The asyncio transport of the remoting protocol: channels, a server and a client.
+
+A `Channel` is one TCP connection driven by the sans-IO `RemotingConnection`: one reader task
+feeds it bytes; each request that arrives runs as its own task (so a long-polling pull never
+blocks the other requests on its connection); responses resolve the future of the request that
+asked. Both ends of a connection can ask: brokers call their clients back on the same socket.
+
+`RemotingServer` routes request codes to handlers (an unknown code gets
+REQUEST_CODE_NOT_SUPPORTED, a handler that raises gets SYSTEM_ERROR with the error text); a
+malformed or oversized frame closes only that connection, with one log line saying why.
+`RemotingClient` keeps one channel per address, reconnects on demand, and closes idle ones.
+
+Backpressure: at most `max_in_flight` requests run per channel; past that the reader stops
+reading, so TCP pushes back on the peer. Writes await `drain()` past the transport's
+high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+from pocketmq.common.codes import ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import (
+    ConnectionClosed,
+    RemotingConnection,
+    RequestReceived,
+    ResponseReceived,
+)
+from pocketmq.remoting.errors import RemoteProtocolError, RemotingError
+from pocketmq.remoting.frame import FRAME_BYTES_MAX_DEFAULT
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES: Final = 256 * 1024
+MAX_IN_FLIGHT_DEFAULT: Final = 4096
+
+RequestHandler = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingCommand | None]]
+"""Answers one request; returns the response (None for oneway requests or no answer)."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the timeout."""
+
+
+class ChannelClosedError(RemotingError):
+    """The connection closed before the response arrived, or was closed when used."""
+
+
+class RemotingConnectError(RemotingError):
+    """The connection to an address could not be opened."""
+
+
+_channel_ids = itertools.count(1)
+
+
+class Channel:
+    """One open remoting connection, client or server side."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handlers: Mapping[int, RequestHandler],
+        *,
+        frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
+        max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
+    ) -> None:
+        self.id = next(_channel_ids)
+        self._reader = reader
+        self._writer = writer
+        self._handlers = handlers
+        self._connection = RemotingConnection(frame_bytes_max=frame_bytes_max)
+        self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._closed = asyncio.Event()
+        self._reader_task: asyncio.Task[None] | None = None
+        peer = writer.get_extra_info("peername")
+        self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.last_active = time.monotonic()
+        self.close_reason = ""
+        self.on_close: list[Callable[[Channel], None]] = []
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed.is_set()
+
+    def start(self) -> None:
+        self._reader_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"channel-{self.id}-{self.remote_address}"
+        )
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # -- sending ---------------------------------------------------------------------------
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Sends `request` and waits for its response.
+
+        Raises:
+            RemotingTimeoutError: no response within `timeout_s` (the request is forgotten).
+            ChannelClosedError: the connection is closed or closes while waiting.
+        """
+        if self.is_closed:
+            raise ChannelClosedError(f"channel to {self.remote_address} is closed")
+        data = self._connection.send_request(request)
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._waiting[request.opaque] = future
+        try:
+            await self._write(data)
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response from {self.remote_address} to request code {request.code} "
+                f"within {timeout_s * 1000:.0f} ms"
+            ) from None
+        finally:
+            self._waiting.pop(request.opaque, None)
+            self._connection.forget(request.opaque)
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Sends a oneway request; nothing comes back."""
+        if self.is_closed:
+            raise ChannelClosedError(f"channel to {self.remote_address} is closed")
+        request.flag |= 2
+        await self._write(self._connection.send_request(request))
+
+    async def send_response(self, response: RemotingCommand) -> None:
+        if not self.is_closed:
+            await self._write(self._connection.send_response(response))
+
+    async def _write(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        self._writer.write(data)
+        transport = self._writer.transport
+        if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+            await self._writer.drain()
+
+    # -- receiving -------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        connection = self._connection
+        reason = "closed by peer"
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK_BYTES)
+                self.last_active = time.monotonic()
+                connection.receive_data(data)
+                for event in connection.events():
+                    if isinstance(event, RequestReceived):
+                        await self._slots.acquire()
+                        task = asyncio.get_running_loop().create_task(self._handle(event.command))
+                        self._tasks.add(task)
+                        task.add_done_callback(self._tasks.discard)
+                    elif isinstance(event, ResponseReceived):
+                        future = self._waiting.get(event.command.opaque)
+                        if future is not None and not future.done():
+                            future.set_result(event.command)
+                    elif isinstance(event, ConnectionClosed):
+                        return
+                if not data:
+                    return
+        except RemoteProtocolError as exc:
+            reason = f"protocol error from peer: {exc}"
+            log.warning("closing connection from %s: %s", self.remote_address, exc)
+        except (ConnectionError, OSError) as exc:
+            reason = f"connection error: {exc}"
+        finally:
+            self.close_reason = reason
+            self._shutdown()
+
+    async def _handle(self, request: RemotingCommand) -> None:
+        try:
+            handler = self._handlers.get(request.code)
+            if handler is None:
+                response: RemotingCommand | None = RemotingCommand.response_to(
+                    request,
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f" request type {request.code} not supported",
+                )
+            else:
+                try:
+                    response = await handler(request, self)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a handler bug answers, never kills the channel
+                    log.exception("handler for request code %d failed", request.code)
+                    response = RemotingCommand.response_to(
+                        request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+                    )
+            if response is not None and not request.is_oneway:
+                await self.send_response(response)
+        except (ConnectionError, RemotingError):
+            pass  # the peer went away while we answered
+        finally:
+            self._slots.release()
+
+    # -- closing ---------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(
+                    ChannelClosedError(f"connection to {self.remote_address} closed")
+                )
+        self._waiting.clear()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        for callback in self.on_close:
+            try:
+                callback(self)
+            except Exception:  # one bad callback must not block the others
+                log.exception("channel close callback failed")
+
+    async def close(self, grace_s: float = 0.0) -> None:
+        """Closes the connection; in-flight handlers get `grace_s` seconds to finish."""
+        if self._tasks and grace_s > 0:
+            await asyncio.wait(set(self._tasks), timeout=grace_s)
+        for task in list(self._tasks):
+            task.cancel()
+        self.close_reason = self.close_reason or "closed locally"
+        self._shutdown()
+        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader_task
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+
+class RemotingServer:
+    """Accepts connections and routes their requests by code."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, RequestHandler],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
+        ssl_context: ssl.SSLContext | None = None,
+        idle_timeout_s: float = 120.0,
+    ) -> None:
+        self.handlers = dict(handlers)
+        self.host = host
+        self.port = port
+        self._frame_bytes_max = frame_bytes_max
+        self._ssl = ssl_context
+        self._idle_timeout_s = idle_timeout_s
+        self._server: asyncio.Server | None = None
+        self.channels: set[Channel] = set()
+        self.on_channel_closed: list[Callable[[Channel], None]] = []
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Starts listening; returns the bound port (useful with port 0)."""
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, ssl=self._ssl, limit=READ_CHUNK_BYTES
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._housekeeping = asyncio.get_running_loop().create_task(self._close_idle())
+        log.info("remoting server listening on %s:%d", self.host, self.port)
+        return self.port
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
+        self.channels.add(channel)
+        channel.on_close.append(self._forget)
+        log.debug("connection from %s", channel.remote_address)
+        channel.start()
+
+    def _forget(self, channel: Channel) -> None:
+        self.channels.discard(channel)
+        for callback in self.on_channel_closed:
+            callback(channel)
+
+    async def _close_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(self._idle_timeout_s / 4, 10))
+            now = time.monotonic()
+            for channel in list(self.channels):
+                if now - channel.last_active > self._idle_timeout_s:
+                    log.info("closing idle connection from %s", channel.remote_address)
+                    channel.close_reason = "idle"
+                    await channel.close()
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        """Stops accepting, lets in-flight requests finish for `grace_s`, closes the rest."""
+        if self._server is None:
+            return
+        self._server.close()
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        await asyncio.gather(*(c.close(grace_s) for c in list(self.channels)))
+        await self._server.wait_closed()
+        self._server = None
+        log.info("remoting server on port %d stopped", self.port)
+
+
+class RemotingClient:
+    """Requests to many addresses over one channel per address."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, RequestHandler] | None = None,
+        *,
+        connect_timeout_s: float = 3.0,
+        frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
+        idle_timeout_s: float = 120.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.handlers = dict(handlers or {})
+        self._connect_timeout_s = connect_timeout_s
+        self._frame_bytes_max = frame_bytes_max
+        self._idle_timeout_s = idle_timeout_s
+        self._ssl = ssl_context
+        self._channels: dict[str, Channel] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+
+    async def channel(self, address: str) -> Channel:
+        """The open channel to `address` ("host:port"), connecting if needed.
+
+        Raises:
+            RemotingConnectError: the address is malformed or does not accept connections.
+        """
+        channel = self._channels.get(address)
+        if channel is not None and not channel.is_closed:
+            return channel
+        lock = self._connecting.setdefault(address, asyncio.Lock())
+        async with lock:
+            channel = self._channels.get(address)
+            if channel is not None and not channel.is_closed:
+                return channel
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise RemotingConnectError(f"bad address {address!r}: expected host:port")
+            try:
+                async with asyncio.timeout(self._connect_timeout_s):
+                    reader, writer = await asyncio.open_connection(
+                        host.strip("[]"), int(port), ssl=self._ssl, limit=READ_CHUNK_BYTES
+                    )
+            except (OSError, TimeoutError) as exc:
+                raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc
+            channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
+            channel.start()
+            self._channels[address] = channel
+            return channel
+
+    async def invoke(
+        self, address: str, request: RemotingCommand, timeout_s: float = 3.0
+    ) -> RemotingCommand:
+        """Sends `request` to `address` and waits for the response (see `Channel.invoke`)."""
+        channel = await self.channel(address)
+        return await channel.invoke(request, timeout_s)
+
+    async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        channel = await self.channel(address)
+        await channel.invoke_oneway(request)
+
+    async def close_idle(self) -> int:
+        """Closes channels without traffic for `idle_timeout_s`; returns how many."""
+        now = time.monotonic()
+        idle = [
+            (address, channel)
+            for address, channel in self._channels.items()
+            if channel.is_closed or now - channel.last_active > self._idle_timeout_s
+        ]
+        for address, channel in idle:
+            del self._channels[address]
+            await channel.close()
+        return len(idle)
+
+    async def close(self) -> None:
+        channels = list(self._channels.values())
+        self._channels.clear()
+        await asyncio.gather(*(c.close() for c in channels))

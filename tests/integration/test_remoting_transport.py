@@ -1,0 +1,202 @@
+"""The asyncio remoting transport over real loopback sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import (
+    Channel,
+    RemotingClient,
+    RemotingConnectError,
+    RemotingServer,
+    RemotingTimeoutError,
+)
+
+ECHO = 9001
+SLOW = 9002
+BOOM = 9003
+
+
+async def echo(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+    return RemotingCommand.response_to(
+        request, ResponseCode.SUCCESS, ext_fields=request.ext_fields, body=request.body
+    )
+
+
+async def slow(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+    await asyncio.sleep(float(request.ext_fields["seconds"]))
+    return RemotingCommand.response_to(request, ResponseCode.SUCCESS, remark="slow done")
+
+
+async def boom(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+    raise ValueError("bad header field")
+
+
+def with_server(
+    test: Callable[[RemotingServer, RemotingClient, str], Awaitable[None]],
+) -> None:
+    async def run() -> None:
+        server = RemotingServer({ECHO: echo, SLOW: slow, BOOM: boom})
+        port = await server.start()
+        client = RemotingClient()
+        try:
+            await asyncio.wait_for(test(server, client, f"127.0.0.1:{port}"), 20)
+        finally:
+            await client.close()
+            await server.stop(grace_s=0.5)
+
+    asyncio.run(run())
+
+
+def test_request_response_round_trip() -> None:
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        request = RemotingCommand.request(ECHO, {"k": "v"}, body=b"x" * 100_000)
+        response = await client.invoke(address, request, 3)
+        assert response.code == ResponseCode.SUCCESS
+        assert response.ext_fields == {"k": "v"}
+        assert response.body == b"x" * 100_000
+
+    with_server(test)
+
+
+def test_unknown_code_and_failing_handler_get_precise_codes() -> None:
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        unknown = await client.invoke(address, RemotingCommand.request(12345), 3)
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        assert unknown.remark == " request type 12345 not supported"
+        failed = await client.invoke(address, RemotingCommand.request(BOOM), 3)
+        assert failed.code == ResponseCode.SYSTEM_ERROR
+        assert failed.remark is not None
+        assert "bad header field" in failed.remark
+        assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
+
+    with_server(test)
+
+
+def test_slow_request_does_not_block_others_on_the_same_connection() -> None:
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        held = asyncio.ensure_future(
+            client.invoke(address, RemotingCommand.request(SLOW, {"seconds": "1.0"}), 5)
+        )
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for _ in range(20):
+            assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
+        assert loop.time() - start < 0.9
+        assert not held.done()
+        assert (await held).remark == "slow done"
+        assert len(server.channels) == 1
+
+    with_server(test)
+
+
+def test_timeout_then_connection_still_usable() -> None:
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        with pytest.raises(RemotingTimeoutError, match="within 100 ms"):
+            await client.invoke(address, RemotingCommand.request(SLOW, {"seconds": "0.5"}), 0.1)
+        assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
+
+    with_server(test)
+
+
+def test_oneway_gets_no_response_but_runs() -> None:
+    seen: list[str] = []
+
+    async def record(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        seen.append(request.ext_fields["n"])
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        server.handlers[ECHO + 10] = record
+        for n in range(5):
+            await client.invoke_oneway(address, RemotingCommand.request(ECHO + 10, {"n": str(n)}))
+        # A normal request after them: oneway requests were read before it on the stream.
+        await client.invoke(address, RemotingCommand.request(ECHO), 3)
+        for _ in range(100):
+            if len(seen) == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(seen) == ["0", "1", "2", "3", "4"]
+
+    with_server(test)
+
+
+def test_server_calls_the_client_back_on_the_same_connection() -> None:
+    async def notified(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, remark="client here")
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        client.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = notified
+        await client.invoke(address, RemotingCommand.request(ECHO), 3)
+        (channel,) = server.channels
+        answer = await channel.invoke(
+            RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED), 3
+        )
+        assert answer.remark == "client here"
+
+    with_server(test)
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">i", -5),
+        struct.pack(">i", 1 << 30) + b"\0" * 8,
+        struct.pack(">ii", 20, 100) + b"\0" * 16,
+        struct.pack(">ii", 12, 8) + b"not json",
+        b"\xff" * 64,
+    ],
+    ids=["negative-length", "huge-length", "header-beyond-frame", "bad-json", "random"],
+)
+def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        await client.invoke(address, RemotingCommand.request(ECHO), 3)
+        host, port = address.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(garbage)
+        await writer.drain()
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # the server closed it
+        writer.close()
+        # The well-behaved client on its own connection keeps being served.
+        assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
+
+    with_server(test)
+
+
+def test_connect_error_names_the_address() -> None:
+    async def run() -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        client = RemotingClient(connect_timeout_s=1)
+        with pytest.raises(RemotingConnectError, match=f"127.0.0.1:{port}"):
+            await client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(ECHO), 1)
+        with pytest.raises(RemotingConnectError, match="host:port"):
+            await client.invoke("nonsense", RemotingCommand.request(ECHO), 1)
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_stop_lets_in_flight_requests_finish() -> None:
+    async def run() -> None:
+        server = RemotingServer({SLOW: slow})
+        port = await server.start()
+        client = RemotingClient()
+        held = asyncio.ensure_future(
+            client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(SLOW, {"seconds": "0.2"}), 5)
+        )
+        await asyncio.sleep(0.05)
+        await server.stop(grace_s=2)
+        assert (await held).remark == "slow done"
+        await client.close()
+
+    asyncio.run(run())
