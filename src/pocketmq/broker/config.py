@@ -1,0 +1,57 @@
+"""The broker's settings under RocketMQ's `BrokerConfig` / `NettyServerConfig` key names.
+
+Storage settings live in `pocketmq.store.config.MessageStoreConfig`; a `broker.properties` file
+is applied to both (`apply_properties` returns what neither knew).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from pocketmq.common.config import key
+
+
+class BrokerRole(enum.Enum):
+    """`brokerRole`: fixed roles of the Master/Slave deployment mode."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass
+class BrokerConfig:
+    """Settings of one broker; defaults are RocketMQ's."""
+
+    broker_cluster_name: str = key("brokerClusterName", "DefaultCluster")
+    broker_name: str = key("brokerName", "broker-a")
+    broker_id: int = key("brokerId", 0)
+    broker_role: BrokerRole = key("brokerRole", BrokerRole.ASYNC_MASTER)
+    namesrv_addr: str = key("namesrvAddr", "")
+    listen_port: int = key("listenPort", 10911)
+    # Where the broker listens; `broker_ip1` is what clients are told to connect to.
+    bind_address: str = key("bindAddress", "0.0.0.0")
+    broker_ip1: str = key("brokerIP1", "")
+    broker_ip2: str = key("brokerIP2", "")
+    broker_permission: int = key("brokerPermission", 6)
+    auto_create_topic_enable: bool = key("autoCreateTopicEnable", True)
+    auto_create_subscription_group: bool = key("autoCreateSubscriptionGroup", True)
+    default_topic_queue_nums: int = key("defaultTopicQueueNums", 8)
+    cluster_topic_enable: bool = key("clusterTopicEnable", True)
+    broker_topic_enable: bool = key("brokerTopicEnable", True)
+    region_id: str = key("regionId", "DefaultRegion")
+    trace_on: bool = key("traceOn", True)
+    long_polling_enable: bool = key("longPollingEnable", True)
+    short_polling_time_mills: int = key("shortPollingTimeMills", 1000)
+    register_name_server_period_ms: int = key("registerNameServerPeriod", 30_000)
+    register_broker_timeout_ms: int = key("registerBrokerTimeoutMills", 24_000)
+    flush_consumer_offset_interval_ms: int = key("flushConsumerOffsetInterval", 5000)
+    channel_expired_timeout_ms: int = key("channelExpiredTimeout", 120_000)
+    server_channel_max_idle_time_seconds: int = key("serverChannelMaxIdleTimeSeconds", 120)
+    slave_read_enable: bool = key("slaveReadEnable", False)
+    enable_property_filter: bool = key("enablePropertyFilter", False)
+
+    def namesrv_addresses(self) -> list[str]:
+        """`namesrvAddr` split on `;` (RocketMQ's separator), blanks dropped."""
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
