@@ -90,9 +90,7 @@ class GroupCommitFlusher:
         """Stops the loop after a last flush that releases every writer still waiting."""
         if self._task is None:
             return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_and_wait(self._task)
         self._task = None
         if self._waiters:
             self.flushed_offset = await asyncio.get_running_loop().run_in_executor(
@@ -131,9 +129,13 @@ class PeriodicFlusher:
                 log.exception("%s failed; retrying at the next interval", self._name)
 
     async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+
+
+async def cancel_and_wait(task: asyncio.Task[None]) -> None:
+    """Cancels a background task and waits until it has stopped."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

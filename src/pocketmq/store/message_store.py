@@ -11,7 +11,6 @@ thread. `load()` (recovery) is synchronous and runs before the loop serves anyth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -45,7 +44,7 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import Dispatcher, DispatchRequest
-from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher
+from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher, cancel_and_wait
 from pocketmq.store.index import IndexService
 from pocketmq.store.metadata import BrokerMetadataFiles
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log
@@ -289,9 +288,7 @@ class MessageStore:
             return
         self._running = False
         if self._clean_task is not None:
-            self._clean_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._clean_task
+            await cancel_and_wait(self._clean_task)
             self._clean_task = None
         if self._dispatch_handle is not None:
             self._dispatch_handle.cancel()
