@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.common.config import ConfigError, apply_properties, load_properties
+from pocketmq.runtime import event_loop
 from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             log.info("keys not used by the parts running today: %s", ", ".join(sorted(unknown)))
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(config))
+        event_loop.run(_serve(config))
     return 0
 
 
