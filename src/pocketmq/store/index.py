@@ -23,6 +23,7 @@ import mmap
 import os
 import struct
 import time
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Final
@@ -135,30 +136,49 @@ class IndexFile:
 
     def put_hash(self, h: int, phys_offset: int, store_timestamp_ms: int) -> bool:
         """Adds one key by its `key_hash`; False when the file is full."""
-        if self.index_count >= self.max_index:
-            return False
+        return self.put_hashes((h,), phys_offset, store_timestamp_ms) == 1
+
+    def put_hashes(self, hashes: Sequence[int], phys_offset: int, store_timestamp_ms: int) -> int:
+        """Adds the keys of one message; returns how many fit (the rest go to the next file).
+
+        Order of writes: entries, then the header that counts them, then the slots that link
+        them. A process killed in between leaves unlinked entries at worst, never a slot
+        pointing past the count, so every chain stays intact.
+        """
         buf = self._buffer
-        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
-        previous = _SLOT.unpack_from(buf, slot_pos)[0]
-        if not 0 < previous < self.index_count:
-            previous = 0
-        if self.index_count == 1:
+        number = self.index_count
+        room = self.max_index - number
+        if room <= 0:
+            return 0
+        if number == 1:
             self.begin_timestamp = store_timestamp_ms
             self.begin_phy_offset = phys_offset
         diff_s = min(max((store_timestamp_ms - self.begin_timestamp) // 1000, 0), _INT_MAX)
-        number = self.index_count
-        _ENTRY.pack_into(
-            buf, self._entries_pos + number * ENTRY_SIZE, h, phys_offset, diff_s, previous
-        )
-        _SLOT.pack_into(buf, slot_pos, number)
-        if previous == 0:
-            self.hash_slot_count += 1
-        self.index_count = number + 1
+        slots = self.slots
+        entries_pos = self._entries_pos
+        count = min(len(hashes), room)
+        links: dict[int, int] = {}
+        for h in hashes[:count]:
+            slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
+            previous = links.get(slot_pos)
+            if previous is None:
+                previous = _SLOT.unpack_from(buf, slot_pos)[0]
+                if not 0 < previous < self.index_count:
+                    previous = 0
+                    self.hash_slot_count += 1
+            _ENTRY.pack_into(
+                buf, entries_pos + number * ENTRY_SIZE, h, phys_offset, diff_s, previous
+            )
+            links[slot_pos] = number
+            number += 1
+        self.index_count = number
         self.end_phy_offset = phys_offset
         self.end_timestamp = store_timestamp_ms
         self._write_header()
+        for slot_pos, linked in links.items():
+            _SLOT.pack_into(buf, slot_pos, linked)
         self._dirty = True
-        return True
+        return count
 
     def _entry(self, number: int) -> tuple[int, int, int, int]:
         h, phys, diff_s, previous = _ENTRY.unpack_from(
@@ -258,6 +278,8 @@ class IndexService:
         self.max_index = max_index_num
         self._clock = clock
         self.files: list[IndexFile] = []
+        # CommitLog offset of the newest indexed message; -1 when none (replays skip below it).
+        self._indexed_through = -1
 
     def load(self) -> None:
         """Opens the existing files in name (creation time) order; sets bad ones aside."""
@@ -276,6 +298,14 @@ class IndexService:
                 aside = path.with_name(path.name + ".corrupt")
                 log.warning("index file set aside as %s: %s", aside.name, exc)
                 path.rename(aside)
+        self._recompute_indexed_through()
+
+    def _recompute_indexed_through(self) -> None:
+        self._indexed_through = -1
+        for index_file in reversed(self.files):
+            if not index_file.is_empty:
+                self._indexed_through = index_file.end_phy_offset
+                break
 
     @property
     def max_phy_offset(self) -> int:
@@ -284,12 +314,6 @@ class IndexService:
             if not index_file.is_empty:
                 return index_file.end_phy_offset
         return 0
-
-    def _has_indexed(self, phys_offset: int) -> bool:
-        for index_file in reversed(self.files):
-            if not index_file.is_empty:
-                return phys_offset <= index_file.end_phy_offset
-        return False
 
     def _writable(self) -> IndexFile:
         if self.files and not self.files[-1].is_full:
@@ -314,23 +338,23 @@ class IndexService:
         store_timestamp_ms: int,
     ) -> None:
         """Indexes one message; a message already indexed (a replay) is skipped."""
-        if self.files and self._has_indexed(phys_offset):
+        if phys_offset <= self._indexed_through:
             return
-        index_file = self.files[-1] if self.files and not self.files[-1].is_full else None
         prefix = _topic_prefix_hash(topic)
-        if uniq_key:
-            h = _abs_hash(java_string_hash_concat(prefix, uniq_key))
-            index_file = self._put(index_file, h, phys_offset, store_timestamp_ms)
-        for key in keys.split(" "):
-            if key:
-                h = _abs_hash(java_string_hash_concat(prefix, key))
-                index_file = self._put(index_file, h, phys_offset, store_timestamp_ms)
-
-    def _put(self, index_file: IndexFile | None, h: int, phys: int, stamp: int) -> IndexFile:
-        if index_file is None or not index_file.put_hash(h, phys, stamp):
-            index_file = self._writable()
-            index_file.put_hash(h, phys, stamp)
-        return index_file
+        hashes = [
+            _abs_hash(java_string_hash_concat(prefix, key))
+            for key in (uniq_key, *keys.split(" "))
+            if key
+        ]
+        if not hashes:
+            return
+        index_file = self.files[-1] if self.files else None
+        while hashes:
+            if index_file is None or index_file.is_full:
+                index_file = self._writable()
+            done = index_file.put_hashes(hashes, phys_offset, store_timestamp_ms)
+            hashes = hashes[done:]
+        self._indexed_through = phys_offset
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate CommitLog offsets for `key` of `topic`, newest first, at most `max_num`."""
@@ -356,6 +380,7 @@ class IndexService:
             index_file.truncate(phys_offset)
             keep.append(index_file)
         self.files = keep
+        self._recompute_indexed_through()
 
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """Deletes files that only point below the CommitLog's min offset (never the last)."""
