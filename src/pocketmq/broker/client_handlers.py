@@ -1,0 +1,109 @@
+"""Handlers for client management: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP.
+
+They feed the `ClientRegistry`, create what a new consumer group needs (its `%RETRY%` topic),
+and tell the members of a consumer group when its membership changed
+(NOTIFY_CONSUMER_IDS_CHANGED, oneway), as RocketMQ's `ClientManageProcessor` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Final
+
+from pocketmq.broker.clients import ClientRegistry, HeartbeatError, parse_heartbeat
+from pocketmq.broker.topics import TopicTable
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import RemotingError
+from pocketmq.remoting.transport import Channel
+from pocketmq.runtime.clock import Clock
+
+log = logging.getLogger(__name__)
+
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+
+
+class ClientHandlers:
+    """The client-management request handlers of one broker."""
+
+    def __init__(self, registry: ClientRegistry, topics: TopicTable, clock: Clock) -> None:
+        self.registry = registry
+        self._topics = topics
+        self._clock = clock
+        self._notify_tasks: set[asyncio.Task[None]] = set()
+
+    async def heartbeat(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        try:
+            data = parse_heartbeat(request.body)
+        except HeartbeatError as exc:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}"
+            )
+        now_ms = self._clock.now_ms()
+        for consumer in data.consumer_groups:
+            self._topics.create_system_topic(
+                RETRY_GROUP_TOPIC_PREFIX + consumer.group, 1, PERM_READ | PERM_WRITE, now_ms
+            )
+        changed = self.registry.heartbeat(data, channel, now_ms)
+        for group in changed:
+            log.info("consumer group %s changed: %s", group, self.registry.consumer_ids(group))
+            self.notify_group_changed(group)
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "false", "IS_SUB_CHANGE": "true"},
+        )
+
+    async def unregister(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        client_id = request.ext_fields.get("clientID")
+        if not client_id:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, "the clientID header field is missing"
+            )
+        changed = self.registry.unregister(
+            client_id,
+            request.ext_fields.get("producerGroup"),
+            request.ext_fields.get("consumerGroup"),
+        )
+        for group in changed:
+            self.notify_group_changed(group)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def consumer_list(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        ids = self.registry.consumer_ids(group)
+        if not ids:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}"
+            )
+        body = json.dumps({"consumerIdList": ids}, separators=(",", ":")).encode()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    def channel_closed(self, channel: Channel) -> None:
+        for group in self.registry.remove_channel(channel):
+            self.notify_group_changed(group)
+
+    def scan_expired(self) -> None:
+        for group in self.registry.scan_expired(self._clock.now_ms()):
+            self.notify_group_changed(group)
+
+    def notify_group_changed(self, group: str) -> None:
+        """Tells every member of `group` to rebalance now (oneway, in the background)."""
+        for member in self.registry.consumer_channels(group):
+            task = asyncio.get_running_loop().create_task(self._notify(member, group))
+            self._notify_tasks.add(task)
+            task.add_done_callback(self._notify_tasks.discard)
+
+    @staticmethod
+    async def _notify(channel: Channel, group: str) -> None:
+        try:
+            await channel.invoke_oneway(
+                RemotingCommand.request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}
+                )
+            )
+        except (RemotingError, ConnectionError) as exc:
+            log.debug("could not notify %s of group %s: %s", channel.remote_address, group, exc)
