@@ -1,8 +1,9 @@
-"""Running a server's event loop: uvloop where it is installed, asyncio's own otherwise."""
+"""Event loop helpers: running a server's loop (uvloop where installed), stopping tasks."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -16,3 +17,10 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancels a background task and waits until it has stopped."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

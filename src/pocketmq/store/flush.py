@@ -14,11 +14,12 @@ Consume queues, index and the checkpoint are flushed on their own, slower, inter
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,3 @@ class PeriodicFlusher:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
-
-
-async def cancel_and_wait(task: asyncio.Task[None]) -> None:
-    """Cancels a background task and waits until it has stopped."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

@@ -31,6 +31,7 @@ from pocketmq.common.stored_message import (
     decode_record,
 )
 from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.api import (
     Durability,
     GetResult,
@@ -44,7 +45,7 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import Dispatcher, DispatchRequest
-from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher, cancel_and_wait
+from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher
 from pocketmq.store.index import IndexService
 from pocketmq.store.metadata import BrokerMetadataFiles
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log

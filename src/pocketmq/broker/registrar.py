@@ -1,0 +1,146 @@
+"""Registration with the NameServers (`BrokerOuterAPI.registerBrokerAll`).
+
+The broker registers with every NameServer at start, every `registerNameServerPeriod` (clamped
+to 10-60 s as RocketMQ does) and whenever its topics change; it unregisters at a clean stop.
+NameServers are independent: one that is down is retried at the next round and does not delay
+the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import RemotingError
+from pocketmq.remoting.transport import RemotingClient
+from pocketmq.runtime.event_loop import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    """How this broker presents itself to NameServers."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_server_addr: str
+
+
+def register_request(identity: BrokerIdentity, topics_document: dict[str, Any]) -> RemotingCommand:
+    """REGISTER_BROKER with the plain JSON `RegisterBrokerBody`."""
+    body = json.dumps(
+        {"filterServerList": [], "topicConfigSerializeWrapper": topics_document},
+        separators=(",", ":"),
+    ).encode()
+    return RemotingCommand.request(
+        RequestCode.REGISTER_BROKER,
+        {
+            "brokerAddr": identity.broker_addr,
+            "brokerId": str(identity.broker_id),
+            "brokerName": identity.broker_name,
+            "clusterName": identity.cluster_name,
+            "haServerAddr": identity.ha_server_addr,
+            "compressed": "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+            "enableActingMaster": "false",
+        },
+        body,
+    )
+
+
+class NameServerRegistrar:
+    """Keeps this broker registered with every NameServer."""
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        namesrv_addresses: list[str],
+        identity: BrokerIdentity,
+        topics_document: Callable[[], dict[str, Any]],
+        *,
+        period_ms: int = 30_000,
+        timeout_ms: int = 24_000,
+    ) -> None:
+        self._client = client
+        self.addresses = namesrv_addresses
+        self._identity = identity
+        self._topics_document = topics_document
+        self._period_s = min(max(period_ms, 10_000), 60_000) / 1000
+        self._timeout_s = timeout_ms / 1000
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self.registered: dict[str, bool] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="namesrv-register")
+
+    def register_soon(self) -> None:
+        """Registers again at once (topics changed)."""
+        self._wakeup.set()
+
+    async def register_all(self) -> None:
+        await asyncio.gather(*(self._register(address) for address in self.addresses))
+
+    async def _register(self, address: str) -> None:
+        request = register_request(self._identity, self._topics_document())
+        try:
+            response = await self._client.invoke(address, request, self._timeout_s)
+        except (RemotingError, OSError) as exc:
+            if self.registered.get(address, True):
+                log.warning("cannot register with NameServer %s: %s", address, exc)
+            self.registered[address] = False
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning(
+                "NameServer %s refused the registration: code %d %s",
+                address,
+                response.code,
+                response.remark,
+            )
+            self.registered[address] = False
+            return
+        if not self.registered.get(address, False):
+            log.info("registered with NameServer %s", address)
+        self.registered[address] = True
+
+    async def _run(self) -> None:
+        while True:
+            await self.register_all()
+            self._wakeup.clear()
+            try:
+                async with asyncio.timeout(self._period_s):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                pass
+
+    async def stop(self) -> None:
+        """Stops the rounds and unregisters from every NameServer (best effort)."""
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+        identity = self._identity
+        request_fields = {
+            "brokerAddr": identity.broker_addr,
+            "brokerId": str(identity.broker_id),
+            "brokerName": identity.broker_name,
+            "clusterName": identity.cluster_name,
+        }
+
+        async def unregister(address: str) -> None:
+            request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, request_fields)
+            try:
+                await self._client.invoke(address, request, 3)
+            except (RemotingError, OSError) as exc:
+                log.info("could not unregister from NameServer %s: %s", address, exc)
+
+        await asyncio.gather(*(unregister(a) for a in self.addresses))
