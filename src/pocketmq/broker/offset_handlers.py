@@ -1,0 +1,205 @@
+"""Offset requests: consumers' committed offsets and the bounds of queues.
+
+RocketMQ answers these in `ConsumerManageProcessor` and `AdminBrokerProcessor`:
+
+    code                              request ext                             answer ext
+    QUERY_CONSUMER_OFFSET (14)        consumerGroup, topic, queueId,          offset
+                                      setZeroIfNotFound (optional)
+    UPDATE_CONSUMER_OFFSET (15)       consumerGroup, topic, queueId,          -
+                                      commitOffset
+    SEARCH_OFFSET_BY_TIMESTAMP (29)   topic, queueId, timestamp,              offset
+                                      boundaryType (optional)
+    GET_MAX_OFFSET (30)               topic, queueId, committed (optional)    offset
+    GET_MIN_OFFSET (31)               topic, queueId                          offset
+    GET_EARLIEST_MSG_STORETIME (32)   topic, queueId                          timestamp
+
+QUERY_CONSUMER_OFFSET for a group that never committed answers QUERY_NOT_FOUND (the client
+then applies its consumeFromWhere), except RocketMQ's "offset 0" rule: when the queue still
+starts at 0 and its first message is still in memory (not far behind the CommitLog head), or
+the queue is empty, it answers offset 0, so a new group reads a young queue from its start.
+The C++ client depends on it: on QUERY_NOT_FOUND it jumps to the max offset and skips every
+message already there. `setZeroIfNotFound=false` turns the rule off.
+
+UPDATE_CONSUMER_OFFSET is sent as oneway by some clients and without the oneway bit by the C++
+client; the handler always returns a response and the transport drops it for oneway requests.
+A header error answers SYSTEM_ERROR, as Java does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.pull import (
+    HeaderError,
+    error_response,
+    optional_bool,
+    required_int,
+    required_long,
+    required_text,
+)
+from pocketmq.broker.topics import TopicTable
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.store.api import GetStatus
+from pocketmq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from pocketmq.remoting.transport import Channel
+
+BOUNDARY_LOWER = "LOWER"
+BOUNDARY_UPPER = "UPPER"
+
+OffsetHandler = Callable[[RemotingCommand, "Channel | None"], Awaitable[RemotingCommand]]
+
+
+class OffsetHandlers:
+    """Answers the offset requests from one store and one consumer offset table."""
+
+    def __init__(
+        self, store: MessageStore, offsets: ConsumerOffsetTable, topics: TopicTable
+    ) -> None:
+        self._store = store
+        self._offsets = offsets
+        self._topics = topics
+
+    def routes(self) -> dict[int, OffsetHandler]:
+        """The request codes these handlers answer, for the server's dispatch table."""
+        return {
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+        }
+
+    async def query_consumer_offset(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """QUERY_CONSUMER_OFFSET: the group's committed offset, or the "offset 0" rule."""
+        ext = request.ext_fields
+        try:
+            group = required_text(ext, "consumerGroup")
+            topic = required_text(ext, "topic")
+            queue_id = required_int(ext, "queueId")
+            set_zero_if_not_found = optional_bool(ext, "setZeroIfNotFound")
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        offset = self._offsets.query(group, topic, queue_id)
+        if offset is not None and offset >= 0:
+            return _offset_response(request, offset)
+        if set_zero_if_not_found is False:
+            return error_response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                "Not found, do not set to zero, maybe this group boot first",
+            )
+        if self._first_message_in_memory(topic, queue_id):
+            return _offset_response(request, 0)
+        return error_response(
+            request, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
+        )
+
+    def _first_message_in_memory(self, topic: str, queue_id: int) -> bool:
+        """Whether the queue starts at 0 and reading it from 0 stays in memory.
+
+        Reads entry 0 the way a pull would: the store's `suggest_slave` is RocketMQ's
+        "far behind the head, in disk" test (`checkInDiskByConsumeOffset`). An empty or
+        missing queue counts as in memory (RocketMQ 4.x: a new group starts at 0).
+        """
+        if self._store.get_min_offset_in_queue(topic, queue_id) > 0:
+            return False
+        result = self._store.get_message(topic, queue_id, 0, 1)
+        if result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+            return True
+        return result.status is GetStatus.FOUND and not result.suggest_slave
+
+    async def update_consumer_offset(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """UPDATE_CONSUMER_OFFSET: commits the group's offset of one queue."""
+        ext = request.ext_fields
+        try:
+            group = required_text(ext, "consumerGroup")
+            topic = required_text(ext, "topic")
+            queue_id = required_int(ext, "queueId")
+            offset = required_long(ext, "commitOffset")
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if self._topics.get(topic) is None:
+            return error_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!"
+            )
+        self._offsets.commit(group, topic, queue_id, offset)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def get_max_offset(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """GET_MAX_OFFSET: one past the queue's newest entry (0 for an unknown queue).
+
+        `committed` is accepted and ignored: with one replica everything stored counts.
+        """
+        try:
+            topic, queue_id = _queue(request)
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        return _offset_response(request, self._store.get_max_offset_in_queue(topic, queue_id))
+
+    async def get_min_offset(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """GET_MIN_OFFSET: the queue's oldest entry still readable (0 for an unknown queue)."""
+        try:
+            topic, queue_id = _queue(request)
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        return _offset_response(request, self._store.get_min_offset_in_queue(topic, queue_id))
+
+    async def search_offset_by_timestamp(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the queue offset at a store time.
+
+        `boundaryType` LOWER (the default; also for unknown values) gives the first message
+        stored at or after `timestamp` (the max offset when there is none); UPPER gives the
+        last message stored at or before it (the min offset when there is none).
+        """
+        ext = request.ext_fields
+        try:
+            topic, queue_id = _queue(request)
+            timestamp_ms = required_long(ext, "timestamp")
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        store = self._store
+        if ext.get("boundaryType", BOUNDARY_LOWER).upper() == BOUNDARY_UPPER:
+            after = store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms + 1)
+            offset = max(after - 1, store.get_min_offset_in_queue(topic, queue_id))
+        else:
+            offset = store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+        return _offset_response(request, offset)
+
+    async def get_earliest_msg_storetime(
+        self, request: RemotingCommand, channel: Channel | None = None
+    ) -> RemotingCommand:
+        """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, or -1."""
+        try:
+            topic, queue_id = _queue(request)
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        timestamp_ms = self._store.get_earliest_message_time(topic, queue_id)
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp_ms)}
+        )
+
+
+def _queue(request: RemotingCommand) -> tuple[str, int]:
+    return required_text(request.ext_fields, "topic"), required_int(request.ext_fields, "queueId")
+
+
+def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:
+    return RemotingCommand.response_to(
+        request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)}
+    )

@@ -1,0 +1,406 @@
+"""PULL_MESSAGE (11): reading a queue for a consumer, with long polling (`PullMessageProcessor`).
+
+A pull names a queue and an offset; the answer carries the stored records from there on,
+back to back and untouched (C++ and Java clients decode them as they are), and always the four
+header fields `nextBeginOffset`, `minOffset`, `maxOffset` and `suggestWhichBrokerId`.
+
+Order of checks, as RocketMQ's: broker readable, topic exists, topic readable, queue id in
+range, subscription, then the commit of `commitOffset` (FLAG_COMMIT_OFFSET), then the read.
+Store statuses map to response codes and next offsets as in `PullMessageProcessor` (the store
+has already applied a master's offset corrections):
+
+    store status                               code (nextBeginOffset)
+    FOUND                                      SUCCESS (past the last record read)
+    NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING   PULL_RETRY_IMMEDIATELY (past the entries scanned)
+    NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+                                               PULL_OFFSET_MOVED (0); PULL_NOT_FOUND if asked 0
+    OFFSET_TOO_SMALL                           PULL_OFFSET_MOVED (min offset)
+    OFFSET_OVERFLOW_BADLY                      PULL_OFFSET_MOVED (max offset)
+    OFFSET_OVERFLOW_ONE                        PULL_NOT_FOUND (the offset asked)
+    OFFSET_FOUND_NULL                          PULL_NOT_FOUND
+
+Long polling: a PULL_NOT_FOUND pull with FLAG_SUSPEND is held up to `suspendTimeoutMillis`
+(capped at `hold_ms_max`; `shortPollingTimeMills` when long polling is off) by
+`PullHoldService`, then read again. A held pull is only an awaiting coroutine: the transport
+runs each request as its own task, so other requests on the same connection (the C++ client
+shares one socket for everything) go on. Differences from Java, all on the side of answering
+sooner: a held pull wakes on any arrival in its queue, even with short polling; when
+everything that arrived is filtered out it waits on from past those messages (Java's hold
+service is not woken by them), and if its time runs out it answers PULL_NOT_FOUND with
+nextBeginOffset past them; when the hold service is full the pull is answered at once.
+Not done yet: subscriptions registered by heartbeats (pulls without FLAG_SUBSCRIPTION take
+every message, TODO #3), SQL92 filters (#5), subscription groups, OFFSET_MOVED_EVENT messages,
+and slave-side reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.subscription import SubscriptionError, parse_subscription
+from pocketmq.broker.topics import TopicTable
+from pocketmq.common.codes import ResponseCode
+from pocketmq.common.constants import PERM_READ
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.store.api import GetResult, GetStatus
+from pocketmq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from pocketmq.remoting.transport import Channel
+
+log = logging.getLogger(__name__)
+
+# PullSysFlag bits (`PullSysFlag`).
+FLAG_COMMIT_OFFSET: Final = 0x1
+FLAG_SUSPEND: Final = 0x2
+FLAG_SUBSCRIPTION: Final = 0x4
+FLAG_CLASS_FILTER: Final = 0x8
+FLAG_LITE_PULL_MESSAGE: Final = 0x10
+
+MASTER_ID: Final = 0
+SLAVE_ID_WHEN_CONSUME_SLOWLY: Final = 1
+"""`SubscriptionGroupConfig.whichBrokerWhenConsumeSlowly` default."""
+
+# RocketMQ's `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory`: one
+# pull carries at most this much, whatever the client asks, so a response stays well below the
+# frame limit of every client and one consumer cannot monopolise the loop.
+TRANSFER_COUNT_MAX_DEFAULT: Final = 32
+TRANSFER_BYTES_MAX_DEFAULT: Final = 256 * 1024
+HOLD_MS_MAX_DEFAULT: Final = 120_000
+"""A held pull never waits longer than this, whatever `suspendTimeoutMillis` says (clients use
+15-30 s)."""
+
+_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
+_INT32_RANGE: Final = range(-(1 << 31), 1 << 31)
+_INT64_RANGE: Final = range(-(1 << 63), 1 << 63)
+
+
+class HeaderError(ValueError):
+    """A request header field is missing or not a number; answered with SYSTEM_ERROR, as Java
+    answers a `RemotingCommandException` from `decodeCommandCustomHeader`."""
+
+
+# -- header fields ---------------------------------------------------------------------------
+def required_text(ext_fields: Mapping[str, str], name: str) -> str:
+    """A required (`@CFNotNull`) string field.
+
+    Raises:
+        HeaderError: the field is absent.
+    """
+    value = ext_fields.get(name)
+    if value is None:
+        raise HeaderError(f"the custom field <{name}> is null")
+    return value
+
+
+def _parse_int(name: str, value: str, valid: range) -> int:
+    # Java's Integer.parseInt/Long.parseLong: ASCII digits with an optional sign, no blanks.
+    if not _INT_TEXT.fullmatch(value):
+        raise HeaderError(f"the custom field <{name}> is not a number: {value!r}")
+    number = int(value)
+    if number not in valid:
+        raise HeaderError(f"the custom field <{name}> is out of range: {value}")
+    return number
+
+
+def required_int(ext_fields: Mapping[str, str], name: str) -> int:
+    """A required Java `int` field.
+
+    Raises:
+        HeaderError: the field is absent, not a number, or beyond 32 bits.
+    """
+    return _parse_int(name, required_text(ext_fields, name), _INT32_RANGE)
+
+
+def required_long(ext_fields: Mapping[str, str], name: str) -> int:
+    """A required Java `long` field.
+
+    Raises:
+        HeaderError: the field is absent, not a number, or beyond 64 bits.
+    """
+    return _parse_int(name, required_text(ext_fields, name), _INT64_RANGE)
+
+
+def optional_int(ext_fields: Mapping[str, str], name: str) -> int | None:
+    """An optional Java `Integer` field; None when absent.
+
+    Raises:
+        HeaderError: the field is present but not a 32-bit number.
+    """
+    value = ext_fields.get(name)
+    return None if value is None else _parse_int(name, value, _INT32_RANGE)
+
+
+def optional_long(ext_fields: Mapping[str, str], name: str) -> int | None:
+    """An optional Java `Long` field; None when absent.
+
+    Raises:
+        HeaderError: the field is present but not a 64-bit number.
+    """
+    value = ext_fields.get(name)
+    return None if value is None else _parse_int(name, value, _INT64_RANGE)
+
+
+def optional_bool(ext_fields: Mapping[str, str], name: str) -> bool | None:
+    """An optional Java `Boolean` field (`Boolean.parseBoolean`: only "true", in any case, is
+    true); None when absent."""
+    value = ext_fields.get(name)
+    return None if value is None else value.lower() == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class PullHeader:
+    """`PullMessageRequestHeader`."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_ms: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> PullHeader:
+        """Reads the header from a request's ext fields (values are strings).
+
+        Raises:
+            HeaderError: a required field is missing, or a number field is not a number.
+        """
+        return cls(
+            consumer_group=required_text(ext_fields, "consumerGroup"),
+            topic=required_text(ext_fields, "topic"),
+            queue_id=required_int(ext_fields, "queueId"),
+            queue_offset=required_long(ext_fields, "queueOffset"),
+            max_msg_nums=required_int(ext_fields, "maxMsgNums"),
+            sys_flag=required_int(ext_fields, "sysFlag"),
+            commit_offset=required_long(ext_fields, "commitOffset"),
+            suspend_timeout_ms=required_long(ext_fields, "suspendTimeoutMillis"),
+            sub_version=required_long(ext_fields, "subVersion"),
+            subscription=ext_fields.get("subscription"),
+            expression_type=ext_fields.get("expressionType"),
+            max_msg_bytes=optional_int(ext_fields, "maxMsgBytes"),
+        )
+
+    @property
+    def commits_offset(self) -> bool:
+        return bool(self.sys_flag & FLAG_COMMIT_OFFSET)
+
+    @property
+    def may_suspend(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUSPEND)
+
+    @property
+    def has_subscription(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUBSCRIPTION)
+
+
+def pull_status_code(status: GetStatus, request_offset: int) -> ResponseCode:
+    """The response code of a read's status (`PullMessageProcessor`, on a master)."""
+    if status is GetStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return (
+            ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        )
+    if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+        return ResponseCode.PULL_OFFSET_MOVED
+    assert status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL), status
+    return ResponseCode.PULL_NOT_FOUND
+
+
+def error_response(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    """A response with no header fields, only a code and its remark."""
+    return RemotingCommand.response_to(request, code, remark)
+
+
+class PullHandler:
+    """Answers PULL_MESSAGE requests from one store."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicTable,
+        offsets: ConsumerOffsetTable,
+        *,
+        hold_service: PullHoldService,
+        broker_permission: int,
+        long_polling_enable: bool = True,
+        short_polling_ms: int = 1000,
+        slave_read_enable: bool = False,
+        transfer_count_max: int = TRANSFER_COUNT_MAX_DEFAULT,
+        transfer_bytes_max: int = TRANSFER_BYTES_MAX_DEFAULT,
+        hold_ms_max: int = HOLD_MS_MAX_DEFAULT,
+    ) -> None:
+        """
+        Args:
+            store: Where messages are read.
+            topics: The broker's topics.
+            offsets: Consumer offsets; FLAG_COMMIT_OFFSET pulls commit into it.
+            hold_service: Holds pulls that found nothing (hook its `on_dispatched` into the
+                store's dispatcher so arrivals wake them).
+            broker_permission: `brokerPermission`; without PERM_READ every pull is refused.
+            long_polling_enable: `longPollingEnable`; when off, pulls are held
+                `short_polling_ms` instead of their `suspendTimeoutMillis`.
+            short_polling_ms: `shortPollingTimeMills`.
+            slave_read_enable: `slaveReadEnable`: only then does a pull that reads far behind
+                the head get suggestWhichBrokerId 1 (a slave); otherwise always 0.
+            transfer_count_max: Messages per pull at most.
+            transfer_bytes_max: Bytes per pull at most (one message is always sent).
+            hold_ms_max: Longest hold, whatever the client asks.
+        """
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._hold = hold_service
+        self.broker_permission = broker_permission
+        self._long_polling_enable = long_polling_enable
+        self._short_polling_ms = short_polling_ms
+        self._slave_read_enable = slave_read_enable
+        self._transfer_count_max = transfer_count_max
+        self._transfer_bytes_max = transfer_bytes_max
+        self._hold_ms_max = hold_ms_max
+
+    async def handle(self, request: RemotingCommand, channel: Channel | None) -> RemotingCommand:
+        """Answers one pull; may wait (long polling) but never blocks the loop.
+
+        Args:
+            request: The PULL_MESSAGE request.
+            channel: The connection it came on (for log lines only).
+
+        Returns:
+            The response: found records in the body, or a code saying why not.
+        """
+        try:
+            header = PullHeader.decode(request.ext_fields)
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if not self.broker_permission & PERM_READ:
+            return error_response(
+                request, ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden"
+            )
+        topic_config = self._topics.get(header.topic)
+        if topic_config is None:
+            log.warning(
+                "pull from %s for unknown topic %s (group %s)",
+                _peer(channel),
+                header.topic,
+                header.consumer_group,
+            )
+            return error_response(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
+        if not topic_config.perm & PERM_READ:
+            return error_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] pulling message is forbidden",
+            )
+        if not 0 <= header.queue_id < topic_config.read_queue_nums:
+            return error_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
+                f"consumer:[{_peer(channel)}]",
+            )
+        tag_codes: frozenset[int] | None = None
+        if header.has_subscription:
+            try:
+                subscription = parse_subscription(
+                    header.topic,
+                    header.subscription,
+                    header.expression_type,
+                    sub_version=header.sub_version,
+                )
+            except SubscriptionError as exc:
+                return error_response(request, exc.response_code, str(exc))
+            tag_codes = subscription.tag_codes
+        # else: TODO(#3): filter by the subscription the group's heartbeat registered.
+        if header.commits_offset:
+            self._offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+        return await self._pull(request, header, tag_codes)
+
+    async def _pull(
+        self, request: RemotingCommand, header: PullHeader, tag_codes: frozenset[int] | None
+    ) -> RemotingCommand:
+        offset = header.queue_offset
+        result = self._read(header, offset, tag_codes)
+        code = pull_status_code(result.status, offset)
+        if code is ResponseCode.PULL_NOT_FOUND and header.may_suspend:
+            hold_ms = (
+                header.suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
+            )
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + min(hold_ms, self._hold_ms_max) / 1000
+            while (remaining_s := deadline - loop.time()) > 0:
+                arrived = await self._hold.hold(header.topic, header.queue_id, offset, remaining_s)
+                result = self._read(header, offset, tag_codes)
+                if not arrived:
+                    break
+                if (
+                    result.status is not GetStatus.NO_MATCHED_MESSAGE
+                    or result.next_begin_offset < result.max_offset
+                ):
+                    break
+                # Everything that arrived was filtered out and the scan reached the end: wait on
+                # from past it, as Java's hold service is not woken by non-matching tags.
+                offset = result.next_begin_offset
+            code = pull_status_code(result.status, header.queue_offset)
+        return self._response(request, code, result)
+
+    def _read(self, header: PullHeader, offset: int, tag_codes: frozenset[int] | None) -> GetResult:
+        max_bytes = self._transfer_bytes_max
+        if header.max_msg_bytes is not None:
+            max_bytes = max(1, min(max_bytes, header.max_msg_bytes))
+        return self._store.get_message(
+            header.topic,
+            header.queue_id,
+            offset,
+            max(1, min(header.max_msg_nums, self._transfer_count_max)),
+            max_bytes=max_bytes,
+            tag_codes=tag_codes,
+        )
+
+    def _response(
+        self, request: RemotingCommand, code: ResponseCode, result: GetResult
+    ) -> RemotingCommand:
+        suggest = (
+            SLAVE_ID_WHEN_CONSUME_SLOWLY
+            if self._slave_read_enable and result.suggest_slave
+            else MASTER_ID
+        )
+        return RemotingCommand.response_to(
+            request,
+            code,
+            result.status.name,
+            {
+                "nextBeginOffset": str(result.next_begin_offset),
+                "minOffset": str(result.min_offset),
+                "maxOffset": str(result.max_offset),
+                "suggestWhichBrokerId": str(suggest),
+            },
+            b"".join(result.buffers) if code is ResponseCode.SUCCESS else b"",
+        )
+
+
+def _peer(channel: Channel | None) -> str:
+    return channel.remote_address if channel is not None else "?"
