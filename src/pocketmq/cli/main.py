@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pocketmq.cli import bench, up
+from pocketmq.cli import bench, broker, up
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     up.register(commands)
+    broker.register(commands)
     bench.register(commands)
     return parser
 

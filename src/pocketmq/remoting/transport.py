@@ -262,15 +262,32 @@ class RemotingServer:
         self.on_channel_closed: list[Callable[[Channel], None]] = []
         self._housekeeping: asyncio.Task[None] | None = None
 
-    async def start(self) -> int:
-        """Starts listening; returns the bound port (useful with port 0)."""
+    async def start(self, *, serve: bool = True) -> int:
+        """Binds the port; returns it (useful with port 0).
+
+        With `serve=False` connections wait in the backlog until `serve()`: a server that
+        must know its port before it can answer (a broker writes it into every message) binds
+        first and serves once ready.
+        """
         self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, ssl=self._ssl, limit=READ_CHUNK_BYTES
+            self._accept,
+            self.host,
+            self.port,
+            ssl=self._ssl,
+            limit=READ_CHUNK_BYTES,
+            start_serving=serve,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._housekeeping = asyncio.get_running_loop().create_task(self._close_idle())
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        if serve:
+            log.info("remoting server listening on %s:%d", self.host, self.port)
         return self.port
+
+    async def serve(self) -> None:
+        """Starts accepting connections after `start(serve=False)`."""
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
+        log.info("remoting server listening on %s:%d", self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)

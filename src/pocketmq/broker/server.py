@@ -1,0 +1,277 @@
+"""The broker process: the store, the broker's tables and handlers, one remoting server.
+
+Start-up: check the advertised address, recover the store, load topics and offsets, start
+serving, register with every NameServer. Stop (in phases): unregister, stop accepting and let
+in-flight requests finish, persist topics and offsets, stop the store cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from typing import Any, Final
+
+from pocketmq.broker.admin_handlers import AdminHandlers
+from pocketmq.broker.client_handlers import ClientHandlers
+from pocketmq.broker.clients import ClientRegistry
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.offset_handlers import OffsetHandlers
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.pull import PullHandler
+from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
+from pocketmq.broker.send import SendHandler
+from pocketmq.broker.topics import TopicConfig, TopicTable
+from pocketmq.common.codes import RequestCode
+from pocketmq.remoting.transport import RemotingClient, RemotingServer, RequestHandler
+from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.store.config import MessageStoreConfig
+from pocketmq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+CLIENT_SCAN_INTERVAL_S: Final = 10.0
+
+
+class BrokerConfigError(ValueError):
+    """A setting that would make the broker unusable; the message says what to set."""
+
+
+def advertised_ip(config: BrokerConfig) -> str:
+    """The address clients are told to use (`brokerIP1`).
+
+    Raises:
+        BrokerConfigError: `brokerIP1` is a wildcard or not an IP address, which no client
+            could connect to (a common trap with containers).
+    """
+    ip = config.broker_ip1 or (
+        config.bind_address if config.bind_address not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    )
+    try:
+        parsed = ipaddress.ip_address(ip)
+    except ValueError:
+        raise BrokerConfigError(
+            f"brokerIP1={ip!r} is not an IP address; set brokerIP1 to the address clients use "
+            "to reach this broker"
+        ) from None
+    if parsed.is_unspecified:
+        raise BrokerConfigError(
+            f"brokerIP1={ip} is a wildcard address that no client can connect to; set brokerIP1 "
+            "to this machine's address as clients see it (for a container: the host's address)"
+        )
+    return ip
+
+
+class BrokerServer:
+    """One broker: storage, tables, handlers and the network side, with their life cycle."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.ip = advertised_ip(config)
+        self.store_config = store_config
+        self.store: MessageStore | None = None
+        self.server: RemotingServer | None = None
+        self.client = RemotingClient()
+        self.topics = TopicTable(
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            default_queue_nums=config.default_topic_queue_nums,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+        )
+        self.offsets = ConsumerOffsetTable()
+        self.clients = ClientRegistry(config.channel_expired_timeout_ms)
+        self.registrar: NameServerRegistrar | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._holds: PullHoldService | None = None
+        self._topics_dirty = asyncio.Event()
+        self._started_ms = 0
+
+    @property
+    def address(self) -> str:
+        """`ip:port` as clients and NameServers see it."""
+        port = self.server.port if self.server else self.config.listen_port
+        return f"{self.ip}:{port}"
+
+    async def start(self) -> None:
+        """Recovers the store and starts serving; returns when the broker accepts requests."""
+        self._started_ms = self.clock.now_ms()
+        server = RemotingServer(
+            {},
+            host=self.config.bind_address,
+            port=self.config.listen_port,
+            idle_timeout_s=self.config.server_channel_max_idle_time_seconds,
+        )
+        self.server = server
+        port = await server.start(serve=False)
+        self.store = store = MessageStore(
+            self.store_config, store_host=(self.ip, port), clock=self.clock
+        )
+        await asyncio.to_thread(store.load)
+        await store.start()
+        now = self.clock.now_ms()
+        self.topics.load(store.metadata_documents.get("topics.json"), now)
+        self.offsets.load(store.metadata_documents.get("consumerOffset.json"))
+        server.handlers.update(self._handlers(store))
+        client_handlers = ClientHandlers(self.clients, self.topics, self.clock)
+        server.handlers.update(
+            {
+                RequestCode.HEART_BEAT: client_handlers.heartbeat,
+                RequestCode.UNREGISTER_CLIENT: client_handlers.unregister,
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_handlers.consumer_list,
+            }
+        )
+        server.on_channel_closed.append(client_handlers.channel_closed)
+        identity = BrokerIdentity(
+            cluster_name=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name,
+            broker_id=self.config.broker_id,
+            broker_addr=self.address,
+            ha_server_addr=f"{self.config.broker_ip2 or self.ip}:{port + 1}",
+        )
+        self.registrar = NameServerRegistrar(
+            self.client,
+            self.config.namesrv_addresses(),
+            identity,
+            self._registration_document,
+            period_ms=self.config.register_name_server_period_ms,
+            timeout_ms=self.config.register_broker_timeout_ms,
+        )
+        await server.serve()
+        await self.registrar.register_all()
+        self.registrar.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._persist_offsets_periodically(), name="offsets-flush"),
+            loop.create_task(self._persist_topics_on_change(), name="topics-flush"),
+            loop.create_task(self._scan_clients(client_handlers), name="client-scan"),
+        ]
+        self._topics_dirty.set()
+        log.info(
+            "broker %s (cluster %s, id %d) serving at %s, NameServers: %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.config.broker_id,
+            self.address,
+            ", ".join(self.config.namesrv_addresses()) or "none",
+        )
+
+    def _handlers(self, store: MessageStore) -> dict[int, RequestHandler]:
+        config = self.config
+        send = SendHandler(
+            store,
+            self.topics,
+            store.store_host,
+            self.clock,
+            config.default_topic_queue_nums,
+            self.store_config.max_message_size,
+            self._topic_created,
+            broker_permission=config.broker_permission,
+            region_id=config.region_id,
+            trace_on=config.trace_on,
+        )
+        self._holds = PullHoldService(store.get_max_offset_in_queue)
+        store.dispatcher.on_dispatched.append(self._holds.on_dispatched)
+        pull = PullHandler(
+            store,
+            self.topics,
+            self.offsets,
+            hold_service=self._holds,
+            broker_permission=config.broker_permission,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_ms=config.short_polling_time_mills,
+            slave_read_enable=config.slave_read_enable,
+        )
+        admin = AdminHandlers(
+            store, self.topics, self.offsets, self.clock, self._topics_changed, self.runtime_info
+        )
+        return {
+            RequestCode.SEND_MESSAGE: send.handle,
+            RequestCode.SEND_MESSAGE_V2: send.handle,
+            RequestCode.SEND_BATCH_MESSAGE: send.handle,
+            RequestCode.PULL_MESSAGE: pull.handle,
+            **OffsetHandlers(store, self.offsets, self.topics).routes(),
+            **admin.routes(),
+        }
+
+    def _registration_document(self) -> dict[str, Any]:
+        return self.topics.snapshot()
+
+    def _topic_created(self, config: TopicConfig) -> None:
+        log.info("topic %s created on first send", config.topic_name)
+        self._topics_changed()
+
+    def _topics_changed(self) -> None:
+        self._topics_dirty.set()
+        if self.registrar is not None:
+            self.registrar.register_soon()
+
+    def runtime_info(self) -> dict[str, str]:
+        store = self.store
+        assert store is not None
+        return {
+            "brokerVersionDesc": "pocketmq",
+            "bootTimestamp": str(self._started_ms),
+            "commitLogMinOffset": str(store.min_phy_offset),
+            "commitLogMaxOffset": str(store.max_phy_offset),
+            "dispatchBehindBytes": str(store.max_phy_offset - store.dispatcher.reput_offset),
+            "topicCount": str(len(self.topics.topics)),
+            "clientConnections": str(len(self.server.channels) if self.server else 0),
+        }
+
+    async def _persist_offsets_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_consumer_offset_interval_ms / 1000)
+            await self._persist_offsets()
+
+    async def _persist_offsets(self) -> None:
+        if self.store is not None and self.offsets.changed:
+            document = self.offsets.snapshot()
+            await asyncio.to_thread(self.store.metadata.consumer_offsets.save, document)
+
+    async def _persist_topics_on_change(self) -> None:
+        while True:
+            await self._topics_dirty.wait()
+            self._topics_dirty.clear()
+            await self._persist_topics()
+
+    async def _persist_topics(self) -> None:
+        if self.store is not None:
+            document = self.topics.snapshot()
+            await asyncio.to_thread(self.store.metadata.topics.save, document)
+
+    async def _scan_clients(self, handlers: ClientHandlers) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
+            handlers.scan_expired()
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        """Stops in phases; safe to call twice."""
+        started = time.monotonic()
+        if self.registrar is not None:
+            await self.registrar.stop()
+            self.registrar = None
+        for task in self._tasks:
+            await cancel_and_wait(task)
+        self._tasks = []
+        if self._holds is not None:
+            self._holds.close()
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        await self.client.close()
+        if self.store is not None:
+            await self._persist_topics()
+            self.offsets.changed = True
+            await self._persist_offsets()
+            await self.store.shutdown()
+            self.store = None
+        log.info("broker stopped in %.1f s", time.monotonic() - started)

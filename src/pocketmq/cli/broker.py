@@ -1,0 +1,57 @@
+"""`pocketmq broker -c broker.properties [-n host:port;host:port]`, as RocketMQ's `mqbroker`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.server import BrokerConfigError, BrokerServer
+from pocketmq.cli.serving import apply_config_file, run_server, serve_until_signalled
+from pocketmq.store.config import MessageStoreConfig
+
+log = logging.getLogger("pocketmq.broker")
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "broker", help="start a broker (RocketMQ's mqbroker)"
+    )
+    parser.add_argument("-c", "--config", help="broker.properties with RocketMQ key names")
+    parser.add_argument("-n", "--namesrv", help="NameServer addresses, host:port;host:port")
+    parser.add_argument("--port", type=int, help="listenPort (0 picks a free port)")
+    parser.add_argument("--data-dir", help="storePathRootDir")
+    parser.set_defaults(run=run)
+
+
+def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """The broker's settings: defaults, then the file, then the flags."""
+    broker = BrokerConfig()
+    store = MessageStoreConfig()
+    apply_config_file(args.config, broker, store)
+    if args.namesrv is not None:
+        broker.namesrv_addr = args.namesrv
+    if args.port is not None:
+        broker.listen_port = args.port
+    if args.data_dir is not None:
+        store.store_path_root_dir = args.data_dir
+    return broker, store
+
+
+def run(args: argparse.Namespace) -> int:
+    async def main() -> None:
+        broker_config, store_config = build_configs(args)
+        try:
+            server = BrokerServer(broker_config, store_config)
+        except BrokerConfigError as exc:
+            log.error("%s", exc)
+            raise SystemExit(2) from exc
+
+        async def start() -> str:
+            await server.start()
+            return f"broker {broker_config.broker_name} ready at {server.address}"
+
+        await serve_until_signalled(start, server.stop)
+
+    return run_server(main)
