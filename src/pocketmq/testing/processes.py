@@ -1,0 +1,104 @@
+"""Starting `pocketmq` server commands as subprocesses and waiting until they serve.
+
+A server prints one ready line (`pocketmq <what> ready at <ip:port>`) once it accepts requests;
+`start_server_process` waits for it (never a fixed sleep), with a deadline, and on failure
+raises with the process's log so the reason is in the test report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_READY = re.compile(r"^pocketmq .* ready at (\S+)$")
+
+
+@dataclass
+class ServerProcess:
+    """A running server subprocess and the address it announced."""
+
+    args: list[str]
+    process: subprocess.Popen[str]
+    address: str
+    log_path: Path
+    _reader: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rpartition(":")[2])
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no shutdown steps run."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait for a clean exit (SIGKILL after `timeout_s`); returns the code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        return self.process.returncode
+
+
+def start_server_process(
+    args: Sequence[str], log_path: Path, *, timeout_s: float = 30.0
+) -> ServerProcess:
+    """Runs `pocketmq <args>` and returns once it printed its ready line.
+
+    Raises:
+        RuntimeError: the process exited or did not get ready within `timeout_s`; the message
+            carries its log.
+    """
+    command = [sys.executable, "-m", "pocketmq.cli.main", *args]
+    log_file = log_path.open("w")
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    log_file.close()
+    ready = threading.Event()
+    found: list[str] = []
+
+    def read_stdout() -> None:
+        assert process.stdout is not None
+        with log_path.open("a") as out:
+            for line in process.stdout:
+                out.write(line)
+                out.flush()
+                match = _READY.match(line.strip())
+                if match and not ready.is_set():
+                    found.append(match.group(1))
+                    ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    if not ready.wait(timeout_s) or not found:
+        process.kill()
+        process.wait(timeout=30)
+        raise RuntimeError(
+            f"pocketmq {' '.join(args)} did not get ready within {timeout_s} s "
+            f"(exit code {process.returncode}); its log:\n{log_path.read_text(errors='replace')}"
+        )
+    return ServerProcess(list(args), process, found[0], log_path, reader)

@@ -1,0 +1,26 @@
+"""Fixtures that run real pocketmq server processes on loopback with free ports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.testing import ServerProcess, start_server_process
+
+
+@pytest.fixture
+def run_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Starts `pocketmq <args>`; every process is stopped at the end, its log shown on failure."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, name: str = "server") -> ServerProcess:
+        server = start_server_process(list(args), tmp_path / f"{name}-{len(started)}.log")
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop(timeout_s=10)
+        print(f"--- log of pocketmq {' '.join(server.args)}\n{server.log()}")  # noqa: T201

@@ -1,0 +1,161 @@
+"""A real broker process on loopback: send, pull, offsets, restart and SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.properties import encode_properties
+from pocketmq.common.stored_message import decode_records
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import RemotingClient
+from pocketmq.testing import ServerProcess
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+def send_v2(
+    topic: str, queue_id: int, body: bytes, *, tags: str = "TagA", key: str = ""
+) -> RemotingCommand:
+    properties = encode_properties({"TAGS": tags, "KEYS": key or None, "WAIT": "true"})
+    return RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2,
+        {
+            "a": "pg",
+            "b": topic,
+            "c": "TBW102",
+            "d": "4",
+            "e": str(queue_id),
+            "f": "0",
+            "g": "1700000000000",
+            "h": "0",
+            "i": properties,
+            "j": "0",
+            "k": "false",
+        },
+        body,
+    )
+
+
+def pull(topic: str, queue_id: int, offset: int, *, suspend_ms: int = 0) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "cg",
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": "32",
+            "sysFlag": "2" if suspend_ms else "0",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_ms),
+            "subscription": "*",
+            "subVersion": "0",
+        },
+    )
+
+
+def test_send_pull_and_offsets_survive_restart(run_server: ServerFactory, tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "store")
+    broker = run_server("broker", "--port", "0", "--data-dir", data_dir, "-n", "", name="broker")
+
+    async def produce_and_consume(address: str) -> None:
+        client = RemotingClient()
+        try:
+            for i in range(50):
+                response = await client.invoke(
+                    address, send_v2("Orders", i % 4, f"m{i}".encode()), 5
+                )
+                assert response.code == ResponseCode.SUCCESS, response.remark
+                assert len(response.ext_fields["msgId"]) == 32
+            got = await client.invoke(address, pull("Orders", 1, 0), 5)
+            assert got.code == ResponseCode.SUCCESS
+            bodies = [m.body for m in decode_records(got.body)]
+            assert bodies == [f"m{i}".encode() for i in range(1, 50, 4)]
+            commit = RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "Orders", "queueId": "1", "commitOffset": "7"},
+            )
+            assert (await client.invoke(address, commit, 5)).code == ResponseCode.SUCCESS
+            # A held pull at the end of the queue is woken by a new message.
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            held = asyncio.ensure_future(
+                client.invoke(address, pull("Orders", 2, 12, suspend_ms=5000), 10)
+            )
+            await asyncio.sleep(0.2)
+            await client.invoke(address, send_v2("Orders", 2, b"late"), 5)
+            woken = await held
+            assert woken.code == ResponseCode.SUCCESS
+            assert [m.body for m in decode_records(woken.body)] == [b"late"]
+            assert loop.time() - start < 3
+        finally:
+            await client.close()
+
+    asyncio.run(produce_and_consume(broker.address))
+    assert broker.stop() == 0
+    restarted = run_server("broker", "--port", "0", "--data-dir", data_dir, "-n", "", name="broker")
+
+    async def check(address: str) -> None:
+        client = RemotingClient()
+        try:
+            query = RemotingCommand.request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "Orders", "queueId": "1"},
+            )
+            response = await client.invoke(address, query, 5)
+            assert response.ext_fields["offset"] == "7"
+            max_offset = RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, {"topic": "Orders", "queueId": "2"}
+            )
+            assert (await client.invoke(address, max_offset, 5)).ext_fields["offset"] == "13"
+            topics = await client.invoke(
+                address, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5
+            )
+            assert "Orders" in json.loads(topics.body)["topicConfigTable"]
+        finally:
+            await client.close()
+
+    asyncio.run(check(restarted.address))
+
+
+def test_acknowledged_sends_survive_sigkill(run_server: ServerFactory, tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "store")
+    broker = run_server("broker", "--port", "0", "--data-dir", data_dir, "-n", "", name="broker")
+    acked: list[bytes] = []
+
+    async def produce(address: str) -> None:
+        client = RemotingClient()
+        try:
+            for i in range(300):
+                body = f"acked-{i}".encode()
+                response = await client.invoke(address, send_v2("Crash", 0, body), 5)
+                if response.code == ResponseCode.SUCCESS:
+                    acked.append(body)
+        finally:
+            await client.close()
+
+    asyncio.run(produce(broker.address))
+    broker.kill()
+    restarted = run_server("broker", "--port", "0", "--data-dir", data_dir, "-n", "", name="broker")
+
+    async def consume(address: str) -> list[bytes]:
+        client = RemotingClient()
+        try:
+            bodies: list[bytes] = []
+            offset = 0
+            for _ in range(100):
+                response = await client.invoke(address, pull("Crash", 0, offset), 5)
+                if response.code != ResponseCode.SUCCESS:
+                    break
+                bodies.extend(m.body for m in decode_records(response.body))
+                offset = int(response.ext_fields["nextBeginOffset"])
+            return bodies
+        finally:
+            await client.close()
+
+    assert asyncio.run(consume(restarted.address)) == acked
+    assert "abnormal" in restarted.log() or "unclean" in restarted.log()
