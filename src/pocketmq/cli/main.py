@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pocketmq.cli import bench, broker, up
+from pocketmq.cli import bench, broker, namesrv, up
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     up.register(commands)
     broker.register(commands)
+    namesrv.register(commands)
     bench.register(commands)
     return parser
 

@@ -1,23 +1,23 @@
-"""`pocketmq up`: the all-in-one cluster on embedded defaults.
+"""`pocketmq up`: a NameServer and one broker in one process, on embedded defaults.
 
-Today the all-in-one process runs the storage engine (recovered from `--data-dir`); the
-NameServer and the broker's network side join it as they are built. It says so at start.
+Cluster `DefaultCluster`, broker `broker-a`, data under `./.pocketmq` (or `--data-dir`),
+`--namesrv-port` / `--broker-port` to move them (0 picks free ports), `-c broker.properties`
+for anything else (for example `flushDiskType=SYNC_FLUSH`). One "ready" line gives the
+addresses; Ctrl-C stops both cleanly.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
-from pocketmq.common.config import ConfigError, apply_properties, load_properties
-from pocketmq.runtime import event_loop
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.server import BrokerConfigError, BrokerServer
+from pocketmq.cli.serving import apply_config_file, run_server, serve_until_signalled
+from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 from pocketmq.store.config import MessageStoreConfig
-from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger("pocketmq.up")
 
@@ -25,9 +25,11 @@ log = logging.getLogger("pocketmq.up")
 def register(commands: Any) -> None:
     """Adds `up` to the top-level sub-command set."""
     parser: argparse.ArgumentParser = commands.add_parser(
-        "up", help="start the all-in-one cluster on embedded defaults"
+        "up", help="start a NameServer and a broker in one process (embedded defaults)"
     )
     parser.add_argument("--data-dir", default=".pocketmq", help="where data lives (./.pocketmq)")
+    parser.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
+    parser.add_argument("--broker-port", type=int, default=10911, help="0 picks a free port")
     parser.add_argument(
         "-c", "--config", help="a broker.properties file with RocketMQ keys for anything else"
     )
@@ -35,38 +37,37 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = MessageStoreConfig(store_path_root_dir=str(Path(args.data_dir) / "store"))
-    if args.config:
-        try:
-            unknown = apply_properties(config, load_properties(args.config))
-        except ConfigError as exc:
-            log.error("%s: %s", args.config, exc)
-            return 2
-        if unknown:
-            log.info("keys not used by the parts running today: %s", ", ".join(sorted(unknown)))
-    with contextlib.suppress(KeyboardInterrupt):
-        event_loop.run(_serve(config))
-    return 0
+    async def main() -> None:
+        namesrv_config = NamesrvConfig(listen_port=args.namesrv_port, bind_address="127.0.0.1")
+        broker_config = BrokerConfig(bind_address="127.0.0.1", broker_ip1="127.0.0.1")
+        store_config = MessageStoreConfig()
+        apply_config_file(args.config, broker_config, store_config)
+        broker_config.listen_port = args.broker_port
+        store_config.store_path_root_dir = str(Path(args.data_dir) / "broker-a")
+        namesrv = NamesrvServer(namesrv_config)
+        broker: BrokerServer | None = None
 
+        async def start() -> str:
+            nonlocal broker
+            port = await namesrv.start()
+            broker_config.namesrv_addr = f"127.0.0.1:{port}"
+            try:
+                broker = BrokerServer(broker_config, store_config)
+            except BrokerConfigError as exc:
+                log.error("%s", exc)
+                raise SystemExit(2) from exc
+            await broker.start()
+            return (
+                f"up: NameServer 127.0.0.1:{port}, broker {broker_config.broker_name} "
+                f"{broker.address}, data in {args.data_dir}; Ctrl-C stops; ready at "
+                f"127.0.0.1:{port}"
+            )
 
-async def _serve(config: MessageStoreConfig) -> None:
-    store = MessageStore(config)
-    result = store.load()
-    await store.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    log.info(
-        "ready: message store at %s (%s recovery, commit log %d bytes). The NameServer and "
-        "broker network side are not part of this build yet; Ctrl-C stops.",
-        config.store_path_root_dir,
-        "abnormal" if result.abnormal else "normal",
-        store.max_phy_offset,
-    )
-    try:
-        await stop.wait()
-    finally:
-        log.info("stopping")
-        await store.shutdown()
+        async def stop() -> None:
+            if broker is not None:
+                await broker.stop()
+            await namesrv.stop()
+
+        await serve_until_signalled(start, stop)
+
+    return run_server(main)

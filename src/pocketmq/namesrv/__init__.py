@@ -1,0 +1,1 @@
+"""The NameServer: which brokers are alive and which of them serve each topic."""

@@ -1,0 +1,282 @@
+"""The NameServer process: request handlers over the route table, and its remoting server.
+
+Handlers decode headers and bodies, call the pure `RouteTable`, and encode RocketMQ's answers
+(route JSON in the dialect the requester's version expects). A scan every 10 s drops brokers
+silent for 120 s; a closed broker connection drops its routes at once. NameServers share
+nothing: brokers register with each, clients ask any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.config import key
+from pocketmq.namesrv.route_json import (
+    RouteBodyError,
+    decode_data_version,
+    decode_register_broker_body,
+    encode_cluster_info,
+    encode_data_version,
+    encode_kv_table,
+    encode_topic_list,
+    encode_topic_route,
+    register_body_crc32,
+    wants_standard_json,
+)
+from pocketmq.namesrv.route_table import KvConfig, RouteTable
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler
+from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.runtime.event_loop import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
+FAQ_NO_ROUTE: Final = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+
+
+@dataclass
+class NamesrvConfig:
+    """NameServer settings under RocketMQ's key names."""
+
+    listen_port: int = key("listenPort", 9876)
+    bind_address: str = key("bindAddress", "0.0.0.0")
+    scan_not_active_broker_interval_ms: int = key("scanNotActiveBrokerInterval", 10_000)
+    broker_channel_expired_time_ms: int = key("brokerChannelExpiredTime", 120_000)
+    order_message_enable: bool = key("orderMessageEnable", False)
+
+
+class MissingFieldError(ValueError):
+    """A required header field is absent."""
+
+
+def _field(request: RemotingCommand, name: str) -> str:
+    value = request.ext_fields.get(name)
+    if not value:
+        raise MissingFieldError(f"the custom field <{name}> is null")
+    return value
+
+
+class NamesrvHandlers:
+    """The NameServer's request handlers."""
+
+    def __init__(self, table: RouteTable, kv: KvConfig, clock: Clock) -> None:
+        self.table = table
+        self.kv = kv
+        self._clock = clock
+
+    def routes(self) -> dict[int, RequestHandler]:
+        return {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.all_topics,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            RequestCode.PUT_KV_CONFIG: self.put_kv,
+            RequestCode.GET_KV_CONFIG: self.get_kv,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv,
+        }
+
+    async def register_broker(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        ext = request.ext_fields
+        try:
+            crc = int(ext.get("bodyCrc32") or 0)
+            if crc and register_body_crc32(request.body) != crc:
+                return RemotingCommand.response_to(
+                    request, ResponseCode.SYSTEM_ERROR, "crc32 not match"
+                )
+            body = decode_register_broker_body(
+                request.body, compressed=ext.get("compressed", "false").lower() == "true"
+            )
+            result = self.table.register_broker(
+                _field(request, "clusterName"),
+                _field(request, "brokerAddr"),
+                _field(request, "brokerName"),
+                int(_field(request, "brokerId")),
+                ext.get("haServerAddr", ""),
+                body.topic_configs,
+                body.data_version,
+                self._clock.now_ms(),
+                channel.id,
+                filter_server_list=body.filter_server_list,
+                heartbeat_timeout_ms=int(ext["heartbeatTimeoutMillis"])
+                if ext.get("heartbeatTimeoutMillis")
+                else None,
+                enable_acting_master=ext.get("enableActingMaster", "").lower() == "true"
+                if "enableActingMaster" in ext
+                else None,
+                zone_name=ext.get("__ZONE_NAME"),
+            )
+        except (MissingFieldError, RouteBodyError, ValueError) as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        fields = {}
+        if result.ha_server_addr:
+            fields["haServerAddr"] = result.ha_server_addr
+        if result.master_addr:
+            fields["masterAddr"] = result.master_addr
+        orders = self.kv.namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields=fields, body=encode_kv_table(orders)
+        )
+
+    async def unregister_broker(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        try:
+            self.table.unregister_broker(
+                _field(request, "clusterName"),
+                _field(request, "brokerAddr"),
+                _field(request, "brokerName"),
+                int(_field(request, "brokerId")),
+            )
+        except (MissingFieldError, ValueError) as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        log.info("broker %s unregistered", request.ext_fields.get("brokerAddr"))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def route(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        topic = request.ext_fields.get("topic", "")
+        route = self.table.route(topic)
+        if route is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}\n{FAQ_NO_ROUTE}",
+            )
+        orders = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+        if orders:
+            route.order_topic_conf = orders
+        standard = wants_standard_json(
+            request.version, request.ext_fields.get("acceptStandardJsonOnly") == "true"
+        )
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, body=encode_topic_route(route, standard_json=standard)
+        )
+
+    async def cluster_info(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        body = encode_cluster_info(self.table.cluster_info())
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def all_topics(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        body = encode_topic_list(self.table.all_topics())
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def topics_by_cluster(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        cluster = request.ext_fields.get("cluster", "")
+        body = encode_topic_list(self.table.topics_by_cluster(cluster))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def delete_topic(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        try:
+            topic = _field(request, "topic")
+        except MissingFieldError as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        self.table.delete_topic(topic, request.ext_fields.get("clusterName") or None)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def query_data_version(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        try:
+            address = _field(request, "brokerAddr")
+            version = decode_data_version(request.body)
+        except (MissingFieldError, RouteBodyError) as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        changed = self.table.is_broker_data_changed(address, version)
+        self.table.refresh_broker(address, self._clock.now_ms())
+        known = self.table.data_version(address)
+        body = encode_data_version(known) if known else b""
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields={"changed": "true" if changed else "false"},
+            body=body,
+        )
+
+    async def broker_heartbeat(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        address = request.ext_fields.get("brokerAddr", "")
+        self.table.refresh_broker(address, self._clock.now_ms())
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def put_kv(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        try:
+            self.kv.put(
+                _field(request, "namespace"), _field(request, "key"), _field(request, "value")
+            )
+        except MissingFieldError as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def get_kv(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        value = self.kv.get(
+            request.ext_fields.get("namespace", ""), request.ext_fields.get("key", "")
+        )
+        if value is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {request.ext_fields.get('namespace')} "
+                f"Key: {request.ext_fields.get('key')}",
+            )
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields={"value": value}
+        )
+
+    async def delete_kv(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        self.kv.delete(request.ext_fields.get("namespace", ""), request.ext_fields.get("key", ""))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+
+class NamesrvServer:
+    """One NameServer: route table, handlers, remoting server, dead-broker scan."""
+
+    def __init__(self, config: NamesrvConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.table = RouteTable()
+        self.kv = KvConfig()
+        self.handlers = NamesrvHandlers(self.table, self.kv, self.clock)
+        self.server = RemotingServer(
+            self.handlers.routes(), host=config.bind_address, port=config.listen_port
+        )
+        self._scan: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> int:
+        port = await self.server.start()
+        self.server.on_channel_closed.append(self._channel_closed)
+        self._scan = asyncio.get_running_loop().create_task(self._scan_brokers())
+        log.info("NameServer serving on port %d", port)
+        return port
+
+    def _channel_closed(self, channel: Channel) -> None:
+        for address in self.table.on_channel_closed(channel.id):
+            log.info("broker %s is gone: its connection closed", address)
+
+    async def _scan_brokers(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scan_not_active_broker_interval_ms / 1000)
+            expired = self.table.scan_not_active(
+                self.clock.now_ms(), self.config.broker_channel_expired_time_ms
+            )
+            for address in expired:
+                log.warning("broker %s expired: no registration for 120 s", address)
+
+    async def stop(self) -> None:
+        if self._scan is not None:
+            await cancel_and_wait(self._scan)
+            self._scan = None
+        await self.server.stop()

@@ -1,0 +1,99 @@
+"""NameServer and broker processes together: registration, routes, two NameServers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.namesrv.route_json import decode_cluster_info, decode_topic_route
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import RemotingClient
+from pocketmq.testing import ServerProcess
+from tests.integration.test_broker import send_v2
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+def route_request(topic: str, version: int) -> RemotingCommand:
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    request.version = version
+    return request
+
+
+def test_broker_registers_and_routes_follow_topics(
+    run_server: ServerFactory, tmp_path: Path
+) -> None:
+    first = run_server("namesrv", "--port", "0", name="namesrv")
+    second = run_server("namesrv", "--port", "0", name="namesrv")
+    broker = run_server(
+        "broker",
+        "--port",
+        "0",
+        "--data-dir",
+        str(tmp_path / "store"),
+        "-n",
+        f"{first.address};{second.address}",
+        name="broker",
+    )
+
+    async def check() -> None:
+        client = RemotingClient()
+        try:
+            missing = await client.invoke(first.address, route_request("Fresh", 479), 5)
+            assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+            assert missing.remark is not None
+            assert "No topic route info in name server for the topic: Fresh" in missing.remark
+            tbw = await client.invoke(first.address, route_request("TBW102", 479), 5)
+            assert tbw.code == ResponseCode.SUCCESS
+            sent = await client.invoke(broker.address, send_v2("Fresh", 0, b"x"), 5)
+            assert sent.code == ResponseCode.SUCCESS
+            route = None
+            for _ in range(100):  # the broker re-registers right after auto-creating the topic
+                answer = await client.invoke(second.address, route_request("Fresh", 479), 5)
+                if answer.code == ResponseCode.SUCCESS:
+                    route = decode_topic_route(answer.body)
+                    break
+                await asyncio.sleep(0.05)
+            assert route is not None
+            (broker_data,) = route.broker_datas
+            assert broker_data.broker_addrs == {0: broker.address}
+            assert route.queue_datas[0].write_queue_nums == 4
+            # Old clients (version < 401, like the C++ client) get fastjson's bare numeric keys.
+            old = await client.invoke(first.address, route_request("Fresh", 63), 5)
+            assert b'"brokerAddrs":{0:' in old.body
+            cluster_request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+            info = decode_cluster_info(
+                (await client.invoke(first.address, cluster_request, 5)).body
+            )
+            assert info.cluster_addr_table == {"DefaultCluster": {"broker-a"}}
+        finally:
+            await client.close()
+
+    asyncio.run(check())
+    # One NameServer down: the other still routes, and the broker keeps serving.
+    first.stop()
+
+    async def still_routes() -> None:
+        client = RemotingClient()
+        try:
+            answer = await client.invoke(second.address, route_request("Fresh", 479), 5)
+            assert answer.code == ResponseCode.SUCCESS
+            sent = await client.invoke(broker.address, send_v2("Fresh", 1, b"y"), 5)
+            assert sent.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+
+    asyncio.run(still_routes())
+    broker.stop()
+
+    async def unregistered() -> None:
+        client = RemotingClient()
+        try:
+            answer = await client.invoke(second.address, route_request("Fresh", 479), 5)
+            assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+        finally:
+            await client.close()
+
+    asyncio.run(unregistered())
