@@ -13,6 +13,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import (
     Channel,
+    ChannelClosedError,
     RemotingClient,
     RemotingConnectError,
     RemotingServer,
@@ -200,3 +201,38 @@ def test_stop_lets_in_flight_requests_finish() -> None:
         await client.close()
 
     asyncio.run(run())
+
+
+def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones() -> None:
+    events: list[str] = []
+
+    async def hold(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            events.append("held request cancelled")
+            raise
+        return None
+
+    async def commit(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        await asyncio.sleep(0.1)
+        events.append("oneway finished")
+        return None
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        server.handlers[SLOW + 100] = hold
+        server.handlers[SLOW + 101] = commit
+        channel = await client.channel(address)
+        held = asyncio.ensure_future(channel.invoke(RemotingCommand.request(SLOW + 100), 30))
+        await channel.invoke_oneway(RemotingCommand.request(SLOW + 101))
+        await asyncio.sleep(0.05)
+        await client.close()
+        with pytest.raises(ChannelClosedError):
+            await held
+        for _ in range(100):
+            if len(events) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert sorted(events) == ["held request cancelled", "oneway finished"]
+
+    with_server(test)

@@ -79,7 +79,7 @@ class Channel:
         self._handlers = handlers
         self._connection = RemotingConnection(frame_bytes_max=frame_bytes_max)
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], bool] = {}  # handler task -> request is oneway
         self._slots = asyncio.Semaphore(max_in_flight)
         self._closed = asyncio.Event()
         self._reader_task: asyncio.Task[None] | None = None
@@ -158,8 +158,8 @@ class Channel:
                     if isinstance(event, RequestReceived):
                         await self._slots.acquire()
                         task = asyncio.get_running_loop().create_task(self._handle(event.command))
-                        self._tasks.add(task)
-                        task.add_done_callback(self._tasks.discard)
+                        self._tasks[task] = event.command.is_oneway
+                        task.add_done_callback(self._forget_task)
                     elif isinstance(event, ResponseReceived):
                         future = self._waiting.get(event.command.opaque)
                         if future is not None and not future.done():
@@ -175,7 +175,15 @@ class Channel:
             reason = f"connection error: {exc}"
         finally:
             self.close_reason = reason
+            # Nobody can read an answer any more: stop waiting (held pulls), but let oneway
+            # requests (offset commits sent just before closing) finish.
+            for task, oneway in list(self._tasks.items()):
+                if not oneway:
+                    task.cancel()
             self._shutdown()
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     async def _handle(self, request: RemotingCommand) -> None:
         try:
