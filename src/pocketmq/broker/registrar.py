@@ -114,14 +114,16 @@ class NameServerRegistrar:
         self.registered[address] = True
 
     async def _run(self) -> None:
+        """Registers every period, or at once when woken; `start` follows a first round."""
         while True:
-            await self.register_all()
-            self._wakeup.clear()
             try:
                 async with asyncio.timeout(self._period_s):
                     await self._wakeup.wait()
             except TimeoutError:
                 pass
+            # Cleared before the round: a change during the round triggers another one.
+            self._wakeup.clear()
+            await self.register_all()
 
     async def stop(self) -> None:
         """Stops the rounds and unregisters from every NameServer (best effort)."""

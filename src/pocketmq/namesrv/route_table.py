@@ -5,7 +5,8 @@ Owns five tables, as RocketMQ keeps them:
 * cluster table: cluster name -> broker names;
 * broker table: broker name -> `BrokerData` (cluster, name, `{brokerId: addr}`, 0 = master);
 * topic table: topic -> `{brokerName: QueueData}`;
-* live table: broker addr -> `BrokerLiveInfo` (last update, data version, HA addr, channel id);
+* live table: broker addr -> `BrokerLiveInfo` (last update, data version, HA addr, channel id;
+  develop keys it by cluster and addr, which only differs if two clusters share an address);
 * filter server table: broker addr -> filter server addrs.
 
 Pure: no sockets, no asyncio, no clock. Time arrives as `now_ms` arguments; the server runs
@@ -16,8 +17,8 @@ Invariants kept after every call:
 
 * a broker name in the broker table has at least one address, and its cluster lists it;
 * every address in the broker table is in the live table (and the other way round);
-* an address appears under one broker id only (a slave promoted in place moves to id 0);
-* a topic in the topic table has at least one queue entry.
+* within a group an address holds one broker id only (a slave promoted in place moves to 0);
+* a topic in the topic table has at least one queue entry, each for a listed group.
 
 Deliberately missing: static topics (`topicQueueMappingInfo`), NOTIFY_MIN_BROKER_ID_CHANGE
 pushes and the acting-master rewrite of routes (`supportActingMaster`, default off), and the
@@ -251,13 +252,15 @@ class RouteTable:
         if old_addr is not None and old_addr != broker_addr:
             old_live = self._broker_live_table.get(old_addr)
             if old_live is not None and old_live.data_version.state_version > version.state_version:
-                self._drop_live(broker_addr)
+                self._maybe_drop_live(broker_addr)
                 return RegisterResult(accepted=False)
 
         addrs[broker_id] = broker_addr
         register_first = register_first or old_addr is None
-        if old_addr is not None and old_addr != broker_addr and not self._is_referenced(old_addr):
-            self._drop_live(old_addr)
+        if old_addr is not None and old_addr != broker_addr:
+            # RocketMQ keeps the replaced address's liveness until it expires; an address no
+            # group lists has nothing left to keep alive.
+            self._maybe_drop_live(old_addr)
 
         is_master = broker_id == MASTER_ID
         is_prime_slave = (
@@ -348,13 +351,12 @@ class RouteTable:
             broker_name: The group it belongs to.
             broker_id: `brokerId` of the request.
         """
-        self._drop_live(broker_addr)
         broker_data = self._broker_addr_table.get(broker_name)
-        if broker_data is None:
-            return
-        for found_id in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
-            del broker_data.broker_addrs[found_id]
-        if self._forget_empty_broker(broker_data):
+        if broker_data is not None:
+            for found_id in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
+                del broker_data.broker_addrs[found_id]
+        self._maybe_drop_live(broker_addr)
+        if broker_data is None or self._forget_empty_broker(broker_data):
             return
         if broker_data.enable_acting_master and MASTER_ID not in broker_data.broker_addrs:
             for queue_datas in self._topic_queue_table.values():
@@ -392,6 +394,12 @@ class RouteTable:
         self._broker_live_table.pop(broker_addr, None)
         self._filter_server_table.pop(broker_addr, None)
 
+    def _maybe_drop_live(self, broker_addr: str) -> None:
+        # An address still listed by another group stays live, so that it can still expire;
+        # RocketMQ drops it anyway and the other group's entry then never goes away.
+        if not self._is_referenced(broker_addr):
+            self._drop_live(broker_addr)
+
     def _is_referenced(self, broker_addr: str) -> bool:
         return any(
             broker_addr in data.broker_addrs.values() for data in self._broker_addr_table.values()
@@ -408,8 +416,7 @@ class RouteTable:
         `heartbeat_timeout_ms` or else `expiry_ms` (`scanNotActiveBroker`).
 
         Returns:
-            The removed addresses, in the order they were registered; the server closes
-            their connections.
+            The removed addresses, in live-table order; the server closes their connections.
         """
         dead = [
             addr
