@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from pocketmq.broker.data_version import DataVersion
 from pocketmq.common.constants import PERM_INHERIT, PERM_READ, PERM_WRITE
+from pocketmq.common.data_version import DataVersion
 
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
 TOPIC_NAME_MAX_LENGTH: Final = 127
@@ -126,7 +126,9 @@ class TopicTable:
             for name, data in (document.get("topicConfigTable") or {}).items():
                 config = TopicConfig.from_json(data)
                 self.topics[name] = replace(config, topic_name=name)
-            self.data_version = DataVersion.from_json(document.get("dataVersion"))
+            version = document.get("dataVersion")
+            if isinstance(version, dict):
+                self.data_version = DataVersion.from_json(version)
         self._create_system_topics(now_ms)
 
     def _create_system_topics(self, now_ms: int) -> None:
@@ -146,7 +148,7 @@ class TopicTable:
             self.topics.setdefault(
                 name, TopicConfig(name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE)
             )
-        self.data_version.bump(now_ms)
+        self.data_version = self.data_version.bumped(now_ms)
 
     def snapshot(self) -> dict[str, Any]:
         """The `topics.json` document."""
@@ -166,13 +168,13 @@ class TopicTable:
         """
         config.validate()
         self.topics[config.topic_name] = config
-        self.data_version.bump(now_ms)
+        self.data_version = self.data_version.bumped(now_ms)
         return config
 
     def delete(self, name: str, now_ms: int) -> bool:
         removed = self.topics.pop(name, None) is not None
         if removed:
-            self.data_version.bump(now_ms)
+            self.data_version = self.data_version.bumped(now_ms)
         return removed
 
     def create_on_send(
@@ -192,7 +194,7 @@ class TopicTable:
         queues = max(1, min(queue_nums, template.write_queue_nums))
         config = TopicConfig(name, queues, queues, template.perm & ~PERM_INHERIT)
         self.topics[name] = config
-        self.data_version.bump(now_ms)
+        self.data_version = self.data_version.bumped(now_ms)
         return config
 
     def create_system_topic(self, name: str, queues: int, perm: int, now_ms: int) -> TopicConfig:
@@ -201,5 +203,5 @@ class TopicTable:
         if config is None:
             config = TopicConfig(name, queues, queues, perm)
             self.topics[name] = config
-            self.data_version.bump(now_ms)
+            self.data_version = self.data_version.bumped(now_ms)
         return config

@@ -29,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+from pocketmq.common.data_version import DataVersion
 from pocketmq.namesrv.route_table import (
     BrokerData,
     BrokerTopicConfig,
     ClusterInfo,
-    DataVersion,
     QueueData,
     TopicList,
     TopicRouteData,

@@ -27,56 +27,18 @@ develop quirk that refuses a first registration carrying exactly one topic.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.common.data_version import DataVersion
 
 MASTER_ID: Final = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 120_000
 """A broker silent this long is dropped (`DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`)."""
 NAMESPACE_ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 """KV namespace of `brokerName:queueNum;...` strings, sent as a route's `orderTopicConf`."""
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """A broker's topic table version (`DataVersion`); equal when all three fields are."""
-
-    counter: int = 0
-    state_version: int = 0
-    timestamp: int = 0
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> DataVersion:
-        """Reads `{"counter", "stateVersion", "timestamp"}`; missing fields are 0.
-
-        Raises:
-            ValueError: A field is not an integer.
-        """
-        return cls(
-            counter=_json_int(data.get("counter", 0), "counter"),
-            state_version=_json_int(data.get("stateVersion", 0), "stateVersion"),
-            timestamp=_json_int(data.get("timestamp", 0), "timestamp"),
-        )
-
-    def to_json(self) -> dict[str, int]:
-        return {
-            "counter": self.counter,
-            "stateVersion": self.state_version,
-            "timestamp": self.timestamp,
-        }
-
-
-def _json_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{what} is not an integer: {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{what} is not an integer: {value!r}") from None
 
 
 @dataclass(slots=True)
@@ -641,69 +603,3 @@ def _as_data_version(value: DataVersion | Mapping[str, int] | None) -> DataVersi
     if isinstance(value, DataVersion):
         return value
     return DataVersion.from_json(value)
-
-
-class KvConfig:
-    """The NameServer's KV config (`KVConfigManager`): namespace -> key -> value.
-
-    Persisted as RocketMQ's `kvConfig.json`: `{"configTable": {namespace: {key: value}}}`.
-    Writing the file is the caller's move (`to_json` after `put` or `delete`).
-    """
-
-    def __init__(self, table: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        self._table: dict[str, dict[str, str]] = {
-            namespace: dict(values) for namespace, values in (table or {}).items()
-        }
-
-    def put(self, namespace: str, key: str, value: str) -> None:
-        self._table.setdefault(namespace, {})[key] = value
-
-    def get(self, namespace: str, key: str) -> str | None:
-        return self._table.get(namespace, {}).get(key)
-
-    def delete(self, namespace: str, key: str) -> bool:
-        """Removes one key; the namespace stays, even empty, as in RocketMQ."""
-        values = self._table.get(namespace)
-        return values is not None and values.pop(key, None) is not None
-
-    def namespace(self, namespace: str) -> dict[str, str] | None:
-        """A copy of one namespace (GET_KVLIST_BY_NAMESPACE), or None when it never existed."""
-        values = self._table.get(namespace)
-        return None if values is None else dict(values)
-
-    def namespaces(self) -> list[str]:
-        return sorted(self._table)
-
-    def to_json(self) -> str:
-        """The `kvConfig.json` text, keys sorted."""
-        return json.dumps({"configTable": self._table}, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> KvConfig:
-        """Loads `kvConfig.json` text.
-
-        Raises:
-            ValueError: Not JSON, or not `{"configTable": {str: {str: str}}}`.
-        """
-        document: object = json.loads(text)
-        if not isinstance(document, dict):
-            raise ValueError("kvConfig.json is not a JSON object")
-        table: object = document.get("configTable", {})
-        if not isinstance(table, dict):
-            raise ValueError("kvConfig.json: configTable is not an object")
-        return cls(_string_tables(table.items()))
-
-
-def _string_tables(items: Iterable[tuple[object, object]]) -> dict[str, dict[str, str]]:
-    tables: dict[str, dict[str, str]] = {}
-    for namespace, values in items:
-        if not isinstance(values, dict):
-            raise ValueError(f"kvConfig.json: namespace {namespace!r} is not an object")
-        tables[str(namespace)] = {str(k): _kv_value(v, namespace) for k, v in values.items()}
-    return tables
-
-
-def _kv_value(value: object, namespace: object) -> str:
-    if isinstance(value, dict | list) or value is None:
-        raise ValueError(f"kvConfig.json: a value in {namespace!r} is not a string: {value!r}")
-    return value if isinstance(value, str) else json.dumps(value)

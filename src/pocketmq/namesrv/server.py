@@ -15,6 +15,7 @@ from typing import Final
 
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.config import key
+from pocketmq.namesrv.kv_config import KvConfig
 from pocketmq.namesrv.route_json import (
     RouteBodyError,
     decode_data_version,
@@ -27,7 +28,7 @@ from pocketmq.namesrv.route_json import (
     register_body_crc32,
     wants_standard_json,
 )
-from pocketmq.namesrv.route_table import KvConfig, RouteTable
+from pocketmq.namesrv.route_table import RouteTable
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock

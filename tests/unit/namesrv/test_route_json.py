@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pocketmq.common.data_version import DataVersion
 from pocketmq.namesrv import route_json
 from pocketmq.namesrv.route_json import (
     RegisterBrokerBody,
@@ -39,7 +40,6 @@ from pocketmq.namesrv.route_table import (
     BrokerData,
     BrokerTopicConfig,
     ClusterInfo,
-    DataVersion,
     QueueData,
     TopicList,
     TopicRouteData,

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
+from pocketmq.common.data_version import DataVersion
+from pocketmq.namesrv.kv_config import KvConfig
 from pocketmq.namesrv.route_table import (
     NAMESPACE_ORDER_TOPIC_CONFIG,
     BrokerData,
     BrokerTopicConfig,
-    DataVersion,
-    KvConfig,
     QueueData,
     RegisterResult,
     RouteTable,

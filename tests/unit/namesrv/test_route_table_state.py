@@ -10,10 +10,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from pocketmq.common.data_version import DataVersion
 from pocketmq.namesrv.route_table import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     BrokerTopicConfig,
-    DataVersion,
     RouteTable,
 )
 
