@@ -159,3 +159,49 @@ def test_acknowledged_sends_survive_sigkill(run_server: ServerFactory, tmp_path:
 
     assert asyncio.run(consume(restarted.address)) == acked
     assert "abnormal" in restarted.log() or "unclean" in restarted.log()
+
+
+def test_bad_input_gets_precise_answers_and_the_broker_keeps_serving(
+    run_server: ServerFactory, tmp_path: Path
+) -> None:
+    broker = run_server(
+        "broker", "--port", "0", "--data-dir", str(tmp_path / "store"), "-n", "", name="broker"
+    )
+
+    async def check(address: str) -> None:
+        host, port = address.split(":")
+        client = RemotingClient()
+        try:
+            unknown = await client.invoke(address, RemotingCommand.request(77777), 5)
+            assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            bad_topic = await client.invoke(address, send_v2("bad topic!", 0, b"x"), 5)
+            assert bad_topic.code == ResponseCode.INVALID_PARAMETER
+            assert bad_topic.remark
+            missing_field = send_v2("T", 0, b"x")
+            del missing_field.ext_fields["b"]
+            answer = await client.invoke(address, missing_field, 5)
+            assert answer.code == ResponseCode.INVALID_PARAMETER
+            assert "topic" in (answer.remark or "") or "<b>" in (answer.remark or "")
+            oversized = send_v2("T", 0, b"x" * (4 * 1024 * 1024 + 1))
+            too_big = await client.invoke(address, oversized, 5)
+            assert too_big.code == ResponseCode.MESSAGE_ILLEGAL
+            for garbage in (
+                b"\x00\x00\x00\x02ab",
+                b"\x7f\xff\xff\xff" + b"\x00" * 64,
+                b"\xde\xad" * 50,
+            ):
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(garbage)
+                await writer.drain()
+                writer.write_eof()
+                async with asyncio.timeout(5):
+                    await reader.read()  # the broker closes the connection
+                writer.close()
+            ok = await client.invoke(address, send_v2("T", 0, b"still fine"), 5)
+            assert ok.code == ResponseCode.SUCCESS
+            got = await client.invoke(address, pull("T", 0, 0), 5)
+            assert [m.body for m in decode_records(got.body)] == [b"still fine"]
+        finally:
+            await client.close()
+
+    asyncio.run(check(broker.address))
