@@ -14,6 +14,7 @@ import time
 from typing import Any, Final
 
 from pocketmq.broker.admin_handlers import AdminHandlers
+from pocketmq.broker.admin_stats import AdminStatsHandlers
 from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig
@@ -201,6 +202,9 @@ class BrokerServer:
             RequestCode.PULL_MESSAGE: pull.handle,
             **OffsetHandlers(store, self.offsets, self.topics).routes(),
             **admin.routes(),
+            **AdminStatsHandlers(
+                store, self.topics, self.offsets, self.clock, self.config, self.store_config
+            ).routes(),
         }
 
     def _registration_document(self) -> dict[str, Any]:

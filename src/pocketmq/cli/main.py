@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pocketmq.cli import bench, broker, namesrv, up
+from pocketmq.cli import admin, bench, broker, namesrv, up
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.register(commands)
     broker.register(commands)
     namesrv.register(commands)
+    admin.register(commands)
     bench.register(commands)
     return parser
 

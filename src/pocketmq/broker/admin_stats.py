@@ -1,0 +1,520 @@
+"""Broker admin requests behind `topicStatus`, `consumerProgress`, subscription groups and config.
+
+Answers, with RocketMQ's headers and bodies (`AdminBrokerProcessor`):
+
+    code                                       request ext                  answer
+    GET_TOPIC_STATS_INFO (202)                 topic                        TopicStatsTable
+    GET_CONSUME_STATS (208)                    consumerGroup, topic?,       ConsumeStats
+                                               topicList? (`;`-separated)
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200)  body SubscriptionGroupConfig -
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)     -                            SubscriptionGroupWrapper
+    DELETE_SUBSCRIPTIONGROUP (207)             groupName, cleanOffset?      -
+    GET_BROKER_CONFIG (26)                     -                            `key=value` lines, ext
+                                                                            `version`
+    UPDATE_BROKER_CONFIG (25)                  body `key=value` lines       -
+
+`TopicStatsTable` and `ConsumeStats` are keyed by `MessageQueue` objects, which fastjson writes as
+JSON objects in key position (`{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}`): not standard
+JSON, but what every RocketMQ admin client parses, so this module writes exactly that.
+
+Subscription groups live in `config/subscriptionGroup.json` in RocketMQ's shape
+(`{"dataVersion", "forbiddenTable", "subscriptionGroupTable"}`); a change is saved (off the loop)
+before the request is answered. Fields this broker does not know (`groupRetryPolicy`,
+`subscriptionDataSet`, ...) are kept as they came.
+
+Broker config updates change the running settings objects only for `LIVE_CONFIG_KEYS`, the
+settings read again on every use; any other known key is refused with NO_PERMISSION (it is read
+once at start, so "success" would be a lie: set it in broker.properties and restart), an unknown
+key or a bad value with INVALID_PARAMETER. Updates are not written back to any file.
+
+Not kept: put/get TPS (`topicPutTps`, `consumeTps` are 0.0) and pull offsets (`pullOffset` equals
+the committed offset), as this broker keeps no statistics yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.pull import HeaderError, error_response, optional_bool, required_text
+from pocketmq.broker.topics import TopicTable
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.config import (
+    ConfigError,
+    apply_properties,
+    config_to_properties,
+    parse_properties,
+)
+from pocketmq.common.data_version import DataVersion
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import Channel, RequestHandler
+from pocketmq.runtime.clock import Clock
+from pocketmq.store.config import MessageStoreConfig
+from pocketmq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+GROUP_NAME_MAX_LENGTH: Final = 120
+_VALID_GROUP: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_LIST_SEPARATOR: Final = ";"
+LIVE_CONFIG_KEYS: Final = frozenset(
+    {"flushConsumerOffsetInterval", "syncFlushTimeout", "cleanResourceInterval"}
+)
+"""Settings the broker reads on every use, so an update takes effect at once."""
+
+
+class SubscriptionGroupError(ValueError):
+    """A subscription group config that RocketMQ would refuse; the message says which rule."""
+
+
+def validate_group_name(name: str) -> None:
+    """Raises `SubscriptionGroupError` unless `name` is a legal group (`validateGroup`)."""
+    if not name or not name.strip():
+        raise SubscriptionGroupError("the group name is blank")
+    if len(name) > GROUP_NAME_MAX_LENGTH:
+        raise SubscriptionGroupError(
+            f"the group name is longer than {GROUP_NAME_MAX_LENGTH} characters"
+        )
+    if not _VALID_GROUP.match(name):
+        raise SubscriptionGroupError(
+            f"the group name {name!r} contains illegal characters; allowed: letters, digits, "
+            "'%', '|', '_' and '-'"
+        )
+
+
+# -- fastjson bodies keyed by MessageQueue ------------------------------------------------------
+
+
+def _message_queue_key(topic: str, broker_name: str, queue_id: int) -> str:
+    # fastjson writes bean fields sorted by name, as a JSON object even in key position.
+    return json.dumps(
+        {"brokerName": broker_name, "queueId": queue_id, "topic": topic},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def _java_double(value: float) -> str:
+    return repr(float(value))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    """One queue's row of a `TopicStatsTable`."""
+
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp_ms: int
+
+
+def encode_topic_stats(
+    topic: str, broker_name: str, offsets: Sequence[TopicOffset], put_tps: float = 0.0
+) -> bytes:
+    """A `TopicStatsTable` body as fastjson writes it (object keys)."""
+    entries = [
+        _message_queue_key(topic, broker_name, o.queue_id)
+        + ":"
+        + json.dumps(
+            {
+                "lastUpdateTimestamp": o.last_update_timestamp_ms,
+                "maxOffset": o.max_offset,
+                "minOffset": o.min_offset,
+            },
+            separators=(",", ":"),
+        )
+        for o in offsets
+    ]
+    text = '{"offsetTable":{' + ",".join(entries) + '},"topicPutTps":' + _java_double(put_tps)
+    return (text + "}").encode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper:
+    """One queue's row of a `ConsumeStats`."""
+
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    pull_offset: int
+    last_timestamp_ms: int
+
+
+def encode_consume_stats(
+    broker_name: str, rows: Sequence[OffsetWrapper], consume_tps: float = 0.0
+) -> bytes:
+    """A `ConsumeStats` body as fastjson writes it (object keys)."""
+    entries = [
+        _message_queue_key(r.topic, broker_name, r.queue_id)
+        + ":"
+        + json.dumps(
+            {
+                "brokerOffset": r.broker_offset,
+                "consumerOffset": r.consumer_offset,
+                "lastTimestamp": r.last_timestamp_ms,
+                "pullOffset": r.pull_offset,
+            },
+            separators=(",", ":"),
+        )
+        for r in rows
+    ]
+    text = '{"consumeTps":' + _java_double(consume_tps) + ',"offsetTable":{' + ",".join(entries)
+    return (text + "}}").encode("utf-8")
+
+
+# -- subscription groups -----------------------------------------------------------------------
+
+
+_GROUP_FIELDS: Final = {
+    "groupName": "group_name",
+    "consumeEnable": "consume_enable",
+    "consumeFromMinEnable": "consume_from_min_enable",
+    "consumeBroadcastEnable": "consume_broadcast_enable",
+    "consumeMessageOrderly": "consume_message_orderly",
+    "retryQueueNums": "retry_queue_nums",
+    "retryMaxTimes": "retry_max_times",
+    "brokerId": "broker_id",
+    "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
+    "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    "groupSysFlag": "group_sys_flag",
+    "consumeTimeoutMinute": "consume_timeout_minute",
+}
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    """One consumer group's settings (`SubscriptionGroupConfig`); defaults are RocketMQ's."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    attributes: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """JSON fields this broker does not interpret, kept for the round trip."""
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = dict(self.extra)
+        for json_name, attribute in _GROUP_FIELDS.items():
+            document[json_name] = getattr(self, attribute)
+        document["attributes"] = dict(self.attributes)
+        return dict(sorted(document.items()))
+
+    @classmethod
+    def from_json(cls, data: Any) -> SubscriptionGroupConfig:
+        """Reads a config object.
+
+        Raises:
+            SubscriptionGroupError: not an object, no group name, or a field of the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise SubscriptionGroupError("the subscription group config is not a JSON object")
+        name = data.get("groupName")
+        if not isinstance(name, str):
+            raise SubscriptionGroupError("the subscription group config has no groupName")
+        config = cls(group_name=name)
+        for json_name, attribute in _GROUP_FIELDS.items():
+            if json_name == "groupName" or json_name not in data:
+                continue
+            value = data[json_name]
+            default = getattr(config, attribute)
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise SubscriptionGroupError(f"{json_name} is not a boolean: {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise SubscriptionGroupError(f"{json_name} is not an integer: {value!r}")
+            setattr(config, attribute, value)
+        attributes = data.get("attributes") or {}
+        if not isinstance(attributes, dict):
+            raise SubscriptionGroupError("attributes is not a JSON object")
+        config.attributes = {str(k): str(v) for k, v in attributes.items()}
+        config.extra = {
+            k: v for k, v in data.items() if k not in _GROUP_FIELDS and k != "attributes"
+        }
+        return config
+
+
+class SubscriptionGroupTable:
+    """Consumer groups of one broker (`SubscriptionGroupManager`), pure."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, SubscriptionGroupConfig] = {}
+        self.forbidden: dict[str, Any] = {}
+        self.data_version = DataVersion()
+
+    def load(self, document: Any) -> None:
+        """Takes the groups of a `subscriptionGroup.json` document (or None); skips bad ones."""
+        if not isinstance(document, dict):
+            return
+        for name, data in (document.get("subscriptionGroupTable") or {}).items():
+            try:
+                self.groups[name] = SubscriptionGroupConfig.from_json(data)
+            except SubscriptionGroupError as exc:
+                log.warning("subscriptionGroup.json: skipping group %r: %s", name, exc)
+        forbidden = document.get("forbiddenTable")
+        self.forbidden = forbidden if isinstance(forbidden, dict) else {}
+        version = document.get("dataVersion")
+        if isinstance(version, dict):
+            self.data_version = DataVersion.from_json(version)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The `subscriptionGroup.json` document (also the 201 answer)."""
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "forbiddenTable": self.forbidden,
+            "subscriptionGroupTable": {
+                name: config.to_json() for name, config in sorted(self.groups.items())
+            },
+        }
+
+    def update(self, config: SubscriptionGroupConfig, now_ms: int) -> None:
+        """Creates or replaces a group.
+
+        Raises:
+            SubscriptionGroupError: an illegal group name.
+        """
+        validate_group_name(config.group_name)
+        self.groups[config.group_name] = config
+        self.data_version = self.data_version.bumped(now_ms)
+
+    def delete(self, name: str, now_ms: int) -> bool:
+        removed = self.groups.pop(name, None) is not None
+        self.forbidden.pop(name, None)
+        if removed:
+            self.data_version = self.data_version.bumped(now_ms)
+        return removed
+
+
+# -- handlers ----------------------------------------------------------------------------------
+
+
+class AdminStatsHandlers:
+    """Topic and consumer statistics, subscription groups and the broker's settings."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicTable,
+        offsets: ConsumerOffsetTable,
+        clock: Clock,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        *,
+        on_config_changed: Callable[[], None] | None = None,
+    ) -> None:
+        """Loads the subscription groups from the store's `subscriptionGroup.json`.
+
+        Args:
+            store: A loaded store (its metadata documents are read here).
+            topics: The broker's topic table.
+            offsets: Committed consumer offsets.
+            clock: Time for data versions.
+            broker_config: Read by GET_BROKER_CONFIG; live keys changed by UPDATE_BROKER_CONFIG.
+            store_config: Likewise.
+            on_config_changed: Called after a successful config update.
+        """
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._clock = clock
+        self._broker_config = broker_config
+        self._store_config = store_config
+        self._on_config_changed = on_config_changed
+        self._config_version = DataVersion()
+        self.groups = SubscriptionGroupTable()
+        self.groups.load(store.metadata_documents.get("subscriptionGroup.json"))
+        self._save_lock = asyncio.Lock()
+
+    def routes(self) -> dict[int, RequestHandler]:
+        """The request codes these handlers answer, for the server's dispatch table."""
+        return {
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_subscription_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+        }
+
+    @property
+    def _broker_name(self) -> str:
+        return self._broker_config.broker_name
+
+    async def topic_stats(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        """GET_TOPIC_STATS_INFO: min, max and last store time of every queue of a topic."""
+        try:
+            topic = required_text(request.ext_fields, "topic")
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        config = self._topics.get(topic)
+        if config is None:
+            return error_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist"
+            )
+        store = self._store
+        rows = []
+        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+            low = max(store.get_min_offset_in_queue(topic, queue_id), 0)
+            high = max(store.get_max_offset_in_queue(topic, queue_id), 0)
+            stamp = store.get_message_store_timestamp(topic, queue_id, high - 1) if high else 0
+            rows.append(TopicOffset(queue_id, low, high, max(stamp, 0)))
+        body = encode_topic_stats(topic, self._broker_name, rows)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def consume_stats(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        """GET_CONSUME_STATS: per queue, the broker's max offset and the group's committed one."""
+        ext = request.ext_fields
+        try:
+            group = required_text(ext, "consumerGroup")
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        listed = [t for t in (ext.get("topicList") or "").split(TOPIC_LIST_SEPARATOR) if t]
+        if listed:
+            wanted = set(listed)
+        elif ext.get("topic"):
+            wanted = {ext["topic"]}
+        else:
+            wanted = self._offsets.topics_of_group(group)
+        store = self._store
+        rows = []
+        for topic in sorted(wanted):
+            config = self._topics.get(topic)
+            if config is None:
+                continue
+            for queue_id in range(config.read_queue_nums):
+                broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
+                committed = self._offsets.query(group, topic, queue_id)
+                consumer_offset = max(committed if committed is not None else 0, 0)
+                stamp = 0
+                if consumer_offset > 0:
+                    stamp = max(
+                        store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1), 0
+                    )
+                rows.append(
+                    OffsetWrapper(
+                        topic, queue_id, broker_offset, consumer_offset, consumer_offset, stamp
+                    )
+                )
+        body = encode_consume_stats(self._broker_name, rows)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def update_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: creates or replaces the group in the body."""
+        try:
+            config = SubscriptionGroupConfig.from_json(json.loads(request.body))
+            self.groups.update(config, self._clock.now_ms())
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        await self._save_groups()
+        log.info("subscription group %s created or updated", config.group_name)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def all_subscription_groups(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: the `SubscriptionGroupWrapper`."""
+        body = json.dumps(self.groups.snapshot(), separators=(",", ":"), ensure_ascii=False)
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields={"totalGroupNum": str(len(self.groups.groups))},
+            body=body.encode("utf-8"),
+        )
+
+    async def delete_subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`."""
+        try:
+            name = required_text(request.ext_fields, "groupName")
+            clean_offset = optional_bool(request.ext_fields, "cleanOffset") or False
+        except HeaderError as exc:
+            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if self.groups.delete(name, self._clock.now_ms()):
+            await self._save_groups()
+            log.info("subscription group %s deleted", name)
+        if clean_offset:
+            self._offsets.remove_group(name)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def _save_groups(self) -> None:
+        async with self._save_lock:
+            document = self.groups.snapshot()
+            await asyncio.to_thread(self._store.metadata.subscription_groups.save, document)
+
+    def _all_settings(self) -> dict[str, str]:
+        settings = config_to_properties(self._broker_config)
+        settings.update(config_to_properties(self._store_config))
+        return settings
+
+    async def broker_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        """GET_BROKER_CONFIG: every setting as `key=value` lines (`properties2String`)."""
+        body = "".join(f"{name}={value}\n" for name, value in self._all_settings().items())
+        version = json.dumps(self._config_version.to_json(), separators=(",", ":"))
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields={"version": version}, body=body.encode()
+        )
+
+    async def update_broker_config(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: changes live settings; refuses the ones read only at start."""
+        try:
+            updates = parse_properties(request.body.decode("utf-8"), source="request body")
+        except (UnicodeDecodeError, ConfigError) as exc:
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        known = self._all_settings()
+        unknown = sorted(name for name in updates if name not in known)
+        if unknown:
+            return error_response(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"unknown config key(s): {', '.join(unknown)}",
+            )
+        frozen = sorted(name for name in updates if name not in LIVE_CONFIG_KEYS)
+        if frozen:
+            return error_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"{', '.join(frozen)} cannot change while the broker runs: set it in "
+                "broker.properties and restart; changeable now: "
+                + ", ".join(sorted(LIVE_CONFIG_KEYS)),
+            )
+        try:
+            _apply_all(updates, (self._broker_config, self._store_config))
+        except ConfigError as exc:
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        self._config_version = self._config_version.bumped(self._clock.now_ms())
+        log.info("broker config updated: %s", updates)
+        if self._on_config_changed is not None:
+            self._on_config_changed()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+
+def _apply_all(updates: Mapping[str, str], configs: Sequence[Any]) -> None:
+    """Applies `updates` to every settings object, all values checked before any is set."""
+    for config in configs:
+        # A dry run on a copy first, so a bad value leaves every object untouched.
+        apply_properties(copy.copy(config), updates)
+    for config in configs:
+        apply_properties(config, updates)
