@@ -20,7 +20,8 @@ _POWERS_REVERSED: Final = _POWERS[::-1]
 def _code_units(text: str) -> bytes | list[int]:
     if text.isascii():
         return text.encode("ascii")
-    raw = text.encode("utf-16-be")
+    # Java strings may hold lone surrogates; they hash as the code unit they are.
+    raw = text.encode("utf-16-be", "surrogatepass")
     return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
 
 
@@ -52,7 +53,9 @@ def java_string_hash_concat(prefix_hash: int, suffix: str) -> int:
     `hash(a + b) = hash(a) * 31**len(b) + hash(b)` (mod 2**32, len in UTF-16 units), so a
     prefix shared by many keys (the `topic#` of index keys) is hashed once.
     """
-    units = len(suffix) if suffix.isascii() else len(suffix.encode("utf-16-be")) // 2
+    units = (
+        len(suffix) if suffix.isascii() else len(suffix.encode("utf-16-be", "surrogatepass")) // 2
+    )
     power = _POWERS[units] if units < _POWERS_LEN else pow(31, units, 1 << 32)
     h = (prefix_hash * power + java_string_hash(suffix)) & _MASK
     return h - (1 << 32) if h & 0x80000000 else h

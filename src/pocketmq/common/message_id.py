@@ -33,6 +33,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:
         raw = bytes.fromhex(msg_id)
     except ValueError as exc:
         raise MessageIdError(f"offset message id is not hex: {msg_id!r}") from exc
+    if len(raw) * 2 != len(msg_id):  # bytes.fromhex skips whitespace
+        raise MessageIdError(f"offset message id is not hex: {msg_id!r}")
     ip_len = 4 if len(raw) == 16 else 16
     family = socket.AF_INET if ip_len == 4 else socket.AF_INET6
     ip = socket.inet_ntop(family, raw[:ip_len])
