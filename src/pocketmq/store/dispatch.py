@@ -36,6 +36,7 @@ from pocketmq.common.stored_message import (
     peek_size_and_magic,
 )
 from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.index import IndexService
 
 log = logging.getLogger(__name__)
 
@@ -264,3 +265,20 @@ class Dispatcher:
                 view.release()
             self.reput_offset = offset
         return count
+
+
+class IndexTarget:
+    """Feeds the key index from dispatched records."""
+
+    def __init__(self, index: IndexService) -> None:
+        self.index = index
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if request.keys or request.uniq_key:
+            self.index.build_index(
+                request.topic,
+                request.keys,
+                request.uniq_key,
+                request.commit_log_offset,
+                request.store_timestamp,
+            )
