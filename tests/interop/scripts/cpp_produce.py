@@ -1,0 +1,68 @@
+"""Runs inside the C++ client's virtualenv: sends messages, prints one JSON line per result.
+
+Usage: cpp_produce.py NAMESRV TOPIC COUNT [--mode sync|oneway|mixed] [--start N]
+           [--keep-going SECONDS]
+With --keep-going, send failures are reported and sending goes on until COUNT sends succeeded
+or SECONDS passed (for broker restarts under load).
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from rocketmq.client import Message, Producer
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("namesrv")
+    parser.add_argument("topic")
+    parser.add_argument("count", type=int)
+    parser.add_argument("--mode", default="sync", choices=["sync", "oneway", "mixed"])
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--group", default="PID_INTEROP")
+    parser.add_argument("--keep-going", type=float, default=0.0)
+    args = parser.parse_args()
+    producer = Producer(args.group)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    deadline = time.time() + args.keep_going
+    sent = failed = 0
+    index = args.start
+    try:
+        while sent < args.count:
+            message = Message(args.topic)
+            message.set_keys(f"key-{index}")
+            message.set_tags("TagA" if index % 2 else "TagB")
+            message.set_property("index", str(index))
+            message.set_body(f"body-{index}")
+            oneway = args.mode == "oneway" or (args.mode == "mixed" and index % 10 == 0)
+            try:
+                if oneway:
+                    producer.send_oneway(message)
+                    print(json.dumps({"index": index, "oneway": True}), flush=True)
+                else:
+                    result = producer.send_sync(message)
+                    print(
+                        json.dumps(
+                            {"index": index, "status": int(result.status), "msg_id": result.msg_id}
+                        ),
+                        flush=True,
+                    )
+                sent += 1
+            except Exception as exc:  # the C++ client raises on any send failure
+                failed += 1
+                print(json.dumps({"index": index, "error": str(exc)[:200]}), flush=True)
+                if not args.keep_going or time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+            index += 1
+    finally:
+        producer.shutdown()
+    print(json.dumps({"summary": True, "sent": sent, "failed": failed}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

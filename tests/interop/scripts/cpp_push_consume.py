@@ -1,0 +1,71 @@
+"""Runs inside the C++ client's virtualenv: a push consumer printing one JSON line per message.
+
+Usage: cpp_push_consume.py NAMESRV GROUP TOPIC EXPECTED TIMEOUT [--broadcast] [--tags EXPR]
+Prints `{"started": true}` once started, then one line per message, then a summary; it stops
+when EXPECTED messages arrived, when stdin closes (the test stops it), or after TIMEOUT seconds.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+from rocketmq.client import MessageModel, PushConsumer
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("namesrv")
+    parser.add_argument("group")
+    parser.add_argument("topic")
+    parser.add_argument("expected", type=int)
+    parser.add_argument("timeout", type=float)
+    parser.add_argument("--broadcast", action="store_true")
+    parser.add_argument("--tags", default="*")
+    parser.add_argument("--instance", default="")
+    args = parser.parse_args()
+    lock = threading.Lock()
+    count = [0]
+
+    def on_message(message):
+        line = json.dumps(
+            {
+                "msg_id": message.id,
+                "body": message.body.decode(),
+                "keys": message.keys.decode() if isinstance(message.keys, bytes) else message.keys,
+                "tags": message.tags.decode() if isinstance(message.tags, bytes) else message.tags,
+                "queue_id": message.queue_id,
+                "queue_offset": message.queue_offset,
+                "index": message.get_property("index").decode()
+                if isinstance(message.get_property("index"), bytes)
+                else message.get_property("index"),
+            }
+        )
+        with lock:
+            count[0] += 1
+            print(line, flush=True)
+
+    model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
+    consumer = PushConsumer(args.group, message_model=model)
+    consumer.set_namesrv_addr(args.namesrv)
+    if args.instance:
+        consumer.set_instance_name(args.instance)
+    consumer.subscribe(args.topic, on_message, args.tags)
+    consumer.start()
+    print(json.dumps({"started": True}), flush=True)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    deadline = time.time() + args.timeout
+    while time.time() < deadline and not stop.is_set():
+        with lock:
+            if args.expected and count[0] >= args.expected:
+                break
+        time.sleep(0.1)
+    consumer.shutdown()
+    print(json.dumps({"summary": True, "received": count[0]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""The unmodified RocketMQ C++ client (PyPI `rocketmq==0.4.4`) against real pocketmq processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pocketmq.testing import ServerProcess
+
+pytestmark = pytest.mark.interop
+
+ServerFactory = Callable[..., ServerProcess]
+TOPIC = "InteropTopic"
+
+
+def admin(namesrv: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "admin", *args, "-n", namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def create_topic(namesrv: str, topic: str, queues: int) -> None:
+    admin(
+        namesrv,
+        "updateTopic",
+        "-t",
+        topic,
+        "-c",
+        "DefaultCluster",
+        "-r",
+        str(queues),
+        "-w",
+        str(queues),
+    )
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, *drivers: Any) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    report = "\n".join(
+        f"{d.name}: {len(d.messages())} messages, stderr:\n{d.stderr()}" for d in drivers
+    )
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{report}")
+
+
+def bodies(*consumers: Any) -> list[str]:
+    return [line["body"] for consumer in consumers for line in consumer.messages()]
+
+
+def test_produce_10000_then_clustered_consumers_and_a_pull_consumer_get_everything(
+    run_server: ServerFactory, cpp: Any, tmp_path: Path
+) -> None:
+    up = run_server(
+        "up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path / "up"),
+        name="up",
+    )  # fmt: skip
+    create_topic(up.address, TOPIC, 8)
+    producer = cpp("cpp_produce.py", [up.address, TOPIC, "10000", "--mode", "mixed"])
+    summary = producer.finish(timeout_s=300)
+    assert summary == {"summary": True, "sent": 10000, "failed": 0}
+    acked = [line for line in producer.lines if line.get("status") == 0]
+    assert len(acked) == 9000  # every tenth went oneway
+    assert all(len(line["msg_id"]) == 32 for line in acked)
+    expected = {f"body-{i}" for i in range(10000)}
+
+    first = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
+    second = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
+    wait_until(
+        lambda: set(bodies(first, second)) >= expected,
+        180,
+        "10,000 messages consumed",
+        first,
+        second,
+    )
+    first.finish()
+    second.finish()
+    received = bodies(first, second)
+    duplicates = sum(n - 1 for n in Counter(received).values())
+    sys.stdout.write(f"clustering: {len(received)} deliveries, {duplicates} duplicates\n")
+    assert set(received) == expected
+    assert first.messages(), "both group members get queues"
+    assert second.messages(), "both group members get queues"
+    line = next(m for m in first.messages() if m["body"] == "body-1" or m["body"])
+    assert line["keys"].startswith("key-")
+    assert line["tags"] in ("TagA", "TagB")
+    assert line["index"] == line["body"].removeprefix("body-")
+
+    puller = cpp("cpp_pull_consume.py", [up.address, "CG_PULL", TOPIC])
+    pulled = puller.finish(timeout_s=180)
+    assert pulled["received"] == 10000
+    assert set(bodies(puller)) == expected
+
+
+def test_committed_offsets_survive_a_broker_restart(
+    run_server: ServerFactory, cpp: Any, tmp_path: Path
+) -> None:
+    namesrv = run_server("namesrv", "--port", "0", name="namesrv")
+    data_dir = str(tmp_path / "broker")
+    broker = run_server(
+        "broker", "--port", "0", "--data-dir", data_dir, "-n", namesrv.address, name="broker"
+    )
+    create_topic(namesrv.address, "OffsetTopic", 4)
+    assert cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "100"]).finish()["sent"] == 100
+    consumer = cpp(
+        "cpp_push_consume.py", [namesrv.address, "CG_OFFSETS", "OffsetTopic", "100", "120"]
+    )
+    # It stops by itself after 100 messages; its shutdown commits the offsets.
+    assert consumer.finish(timeout_s=150, stop=False)["received"] >= 100
+    assert broker.stop() == 0
+    run_server(
+        "broker", "--port", "0", "--data-dir", data_dir, "-n", namesrv.address, name="broker"
+    )
+    producer = cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "50", "--start", "100"])
+    assert producer.finish()["sent"] == 50
+    again = cpp("cpp_push_consume.py", [namesrv.address, "CG_OFFSETS", "OffsetTopic", "0", "120"])
+    new = {f"body-{i}" for i in range(100, 150)}
+    wait_until(lambda: set(bodies(again)) >= new, 90, "the 50 new messages", again)
+    time.sleep(2)  # anything re-delivered from before the committed offsets would arrive now
+    again.finish()
+    assert set(bodies(again)) == new, "messages before the committed offsets came again"
