@@ -133,3 +133,52 @@ def test_committed_offsets_survive_a_broker_restart(
     time.sleep(2)  # anything re-delivered from before the committed offsets would arrive now
     again.finish()
     assert set(bodies(again)) == new, "messages before the committed offsets came again"
+
+
+def test_broadcasting_delivers_everything_to_each_instance(
+    run_server: ServerFactory, cpp: Any, tmp_path: Path
+) -> None:
+    up = run_server(
+        "up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path / "up"),
+        name="up",
+    )  # fmt: skip
+    create_topic(up.address, "BroadcastTopic", 4)
+    args = [up.address, "CG_BROADCAST", "BroadcastTopic", "0", "300", "--broadcast"]
+    first = cpp("cpp_push_consume.py", [*args, "--instance", "first"])
+    second = cpp("cpp_push_consume.py", [*args, "--instance", "second"])
+    first.wait_for("started", 60)
+    second.wait_for("started", 60)
+    # Broadcasting consumers start at the queues' max offsets: warm up until both receive.
+    warmup = 0
+    for _ in range(60):
+        cpp("cpp_produce.py", [up.address, "BroadcastTopic", "4", "--start", str(10**6 + warmup)])
+        warmup += 4
+        time.sleep(0.5)
+        if first.messages() and second.messages():
+            break
+    producer = cpp("cpp_produce.py", [up.address, "BroadcastTopic", "1000"])
+    assert producer.finish(timeout_s=120)["sent"] == 1000
+    expected = {f"body-{i}" for i in range(1000)}
+    for consumer in (first, second):
+        wait_until(lambda c=consumer: set(bodies(c)) >= expected, 90, "1,000 messages", consumer)
+    first.finish()
+    second.finish()
+
+
+def test_clients_carry_on_through_the_second_namesrv(
+    run_server: ServerFactory, cpp: Any, tmp_path: Path
+) -> None:
+    first = run_server("namesrv", "--port", "0", name="namesrv")
+    second = run_server("namesrv", "--port", "0", name="namesrv")
+    both = f"{first.address};{second.address}"
+    run_server(
+        "broker", "--port", "0", "--data-dir", str(tmp_path / "broker"), "-n", both,
+        name="broker",
+    )  # fmt: skip
+    create_topic(second.address, "FailoverTopic", 4)
+    assert first.stop() == 0
+    producer = cpp("cpp_produce.py", [both, "FailoverTopic", "200"])
+    assert producer.finish(timeout_s=120) == {"summary": True, "sent": 200, "failed": 0}
+    consumer = cpp("cpp_push_consume.py", [both, "CG_FAILOVER", "FailoverTopic", "200", "120"])
+    assert consumer.finish(timeout_s=150, stop=False)["received"] >= 200
+    assert set(bodies(consumer)) == {f"body-{i}" for i in range(200)}
