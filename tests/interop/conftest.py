@@ -9,6 +9,7 @@ reading JSON lines from their stdout.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -56,8 +57,19 @@ class Driver:
     def __init__(self, python: Path, script: str, args: list[str], log_dir: Path) -> None:
         self.name = script
         self.stderr_path = log_dir / f"{script}-{time.monotonic_ns()}.stderr"
+        home = log_dir / f"home-{time.monotonic_ns()}"
+        home.mkdir()
+        # Its own HOME: the C++ client keeps logs and broadcasting offsets there, which must
+        # not carry over between tests; NAMESRV_ADDR would override nothing but confuse.
+        environment = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("NAMESRV_ADDR", "ROCKETMQ_HOME", "PYTHONPATH", "VIRTUAL_ENV")
+        }
+        environment["HOME"] = str(home)
         self.process = subprocess.Popen(
-            [str(python), str(SCRIPTS / script), *args],
+            [str(python), "-u", str(SCRIPTS / script), *args],
+            env=environment,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_path.open("w"),

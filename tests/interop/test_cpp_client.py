@@ -129,7 +129,13 @@ def test_committed_offsets_survive_a_broker_restart(
     assert producer.finish()["sent"] == 50
     again = cpp("cpp_push_consume.py", [namesrv.address, "CG_OFFSETS", "OffsetTopic", "0", "120"])
     new = {f"body-{i}" for i in range(100, 150)}
-    wait_until(lambda: set(bodies(again)) >= new, 90, "the 50 new messages", again)
+    try:
+        wait_until(lambda: set(bodies(again)) >= new, 90, "the 50 new messages", again)
+    except AssertionError as exc:
+        progress = admin(namesrv.address, "consumerProgress", "-g", "CG_OFFSETS")
+        missing = sorted(new - set(bodies(again)))
+        seen = [(m["body"], m["queue_id"], m["queue_offset"]) for m in again.messages()]
+        raise AssertionError(f"{exc}\nmissing {missing}\nseen {seen}\n{progress}") from None
     time.sleep(2)  # anything re-delivered from before the committed offsets would arrive now
     again.finish()
     assert set(bodies(again)) == new, "messages before the committed offsets came again"

@@ -8,6 +8,7 @@ or SECONDS passed (for broker restarts under load).
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -65,4 +66,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A client object still alive at interpreter exit can hang the C++ library: leave at once.
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)

@@ -5,6 +5,7 @@ Usage: cpp_pull_consume.py NAMESRV GROUP TOPIC; one JSON line per message, then 
 
 import argparse
 import json
+import os
 import sys
 
 from rocketmq.client import PullConsumer
@@ -41,4 +42,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A client object still alive at interpreter exit can hang the C++ library: leave at once.
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)

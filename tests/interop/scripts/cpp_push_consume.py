@@ -7,6 +7,7 @@ when EXPECTED messages arrived, when stdin closes (the test stops it), or after 
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -68,4 +69,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A client object still alive at interpreter exit can hang the C++ library: leave at once.
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)
