@@ -1,4 +1,4 @@
-"""Fixtures that run real pocketmq server processes on loopback with free ports."""
+"""Fixtures shared by the suites that run real pocketmq server processes on loopback."""
 
 from __future__ import annotations
 
