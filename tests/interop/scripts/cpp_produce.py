@@ -24,11 +24,13 @@ def main() -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--group", default="PID_INTEROP")
     parser.add_argument("--keep-going", type=float, default=0.0)
+    parser.add_argument("--size", type=int, default=0, help="pad bodies to this many bytes")
     args = parser.parse_args()
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
     producer.start()
     deadline = time.time() + args.keep_going
+    started = time.time()
     sent = failed = 0
     index = args.start
     try:
@@ -37,7 +39,8 @@ def main() -> int:
             message.set_keys(f"key-{index}")
             message.set_tags("TagA" if index % 2 else "TagB")
             message.set_property("index", str(index))
-            message.set_body(f"body-{index}")
+            body = f"body-{index}"
+            message.set_body(body.ljust(args.size, "x") if args.size else body)
             oneway = args.mode == "oneway" or (args.mode == "mixed" and index % 10 == 0)
             try:
                 if oneway:
@@ -61,7 +64,11 @@ def main() -> int:
             index += 1
     finally:
         producer.shutdown()
-    print(json.dumps({"summary": True, "sent": sent, "failed": failed}), flush=True)
+    elapsed = time.time() - started
+    print(
+        json.dumps({"summary": True, "sent": sent, "failed": failed, "seconds": elapsed}),
+        flush=True,
+    )
     return 0
 
 

@@ -25,11 +25,19 @@ def main() -> int:
     parser.add_argument("--broadcast", action="store_true")
     parser.add_argument("--tags", default="*")
     parser.add_argument("--instance", default="")
+    parser.add_argument("--summary-only", action="store_true", help="no line per message")
     args = parser.parse_args()
     lock = threading.Lock()
     count = [0]
 
+    last = [0.0]
+
     def on_message(message):
+        if args.summary_only:
+            with lock:
+                count[0] += 1
+                last[0] = time.time()
+            return
         line = json.dumps(
             {
                 "msg_id": message.id,
@@ -54,6 +62,7 @@ def main() -> int:
         consumer.set_instance_name(args.instance)
     consumer.subscribe(args.topic, on_message, args.tags)
     consumer.start()
+    started = time.time()
     print(json.dumps({"started": True}), flush=True)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -64,7 +73,8 @@ def main() -> int:
                 break
         time.sleep(0.1)
     consumer.shutdown()
-    print(json.dumps({"summary": True, "received": count[0]}), flush=True)
+    seconds = (last[0] - started) if last[0] else None
+    print(json.dumps({"summary": True, "received": count[0], "seconds": seconds}), flush=True)
     return 0
 
 
