@@ -12,7 +12,13 @@ from collections.abc import Callable
 from typing import Final
 
 from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.pull import HeaderError, optional_bool, required_long, required_text
+from pocketmq.broker.pull import (
+    HeaderError,
+    error_response,
+    optional_bool,
+    required_long,
+    required_text,
+)
 from pocketmq.broker.topics import TopicConfig, TopicError, TopicFilterType, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -22,10 +28,6 @@ from pocketmq.store.message_store import MessageStore
 
 DEFAULT_QUERY_MAX_NUM: Final = 32
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
-
-
-def _error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-    return RemotingCommand.response_to(request, code, remark)
 
 
 class AdminHandlers:
@@ -72,7 +74,7 @@ class AdminHandlers:
             )
             self._topics.update(config, self._clock.now_ms())
         except (HeaderError, TopicError, ValueError) as exc:
-            return _error(request, ResponseCode.INVALID_PARAMETER, str(exc))
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         self._on_topics_changed()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
@@ -80,7 +82,7 @@ class AdminHandlers:
         try:
             name = required_text(request.ext_fields, "topic")
         except HeaderError as exc:
-            return _error(request, ResponseCode.INVALID_PARAMETER, str(exc))
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         if self._topics.delete(name, self._clock.now_ms()):
             self._offsets.remove_topic(name)
             self._on_topics_changed()
@@ -103,14 +105,14 @@ class AdminHandlers:
             begin = int(ext.get("beginTimestamp", "0"))
             end = int(ext.get("endTimestamp", str(1 << 62)))
         except (HeaderError, ValueError) as exc:
-            return _error(request, ResponseCode.INVALID_PARAMETER, str(exc))
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         if ext.get(UNIQUE_KEY_QUERY) == "true":
             max_num = DEFAULT_QUERY_MAX_NUM
         found = self._store.query_message(topic, key, max_num, begin, end)
         records = [self._store.select_one_message_by_offset(m.physical_offset) for m in found]
         body = b"".join(r for r in records if r)
         if not body:
-            return _error(
+            return error_response(
                 request,
                 ResponseCode.QUERY_NOT_FOUND,
                 f"can not find message with key {key!r} in topic {topic!r}, maybe time range "
@@ -134,10 +136,10 @@ class AdminHandlers:
         try:
             offset = required_long(request.ext_fields, "offset")
         except HeaderError as exc:
-            return _error(request, ResponseCode.INVALID_PARAMETER, str(exc))
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         record = self._store.select_one_message_by_offset(offset)
         if record is None:
-            return _error(
+            return error_response(
                 request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
             )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=record)
