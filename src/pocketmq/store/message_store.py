@@ -538,7 +538,12 @@ class MessageStore:
         found = []
         for physical in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
             message = self.look_message_by_offset(physical)
-            if message is None or message.topic != topic:
+            # The index keeps whole seconds, so its candidates may lie just outside the range.
+            if (
+                message is None
+                or message.topic != topic
+                or not begin_ms <= message.store_timestamp <= end_ms
+            ):
                 continue
             keys = message.properties.get(PROPERTY_KEYS, "").split(KEY_SEPARATOR)
             if key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:

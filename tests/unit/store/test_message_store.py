@@ -173,3 +173,15 @@ def test_metadata_files_are_loaded_at_start_with_bak_fallback(open_store: StoreF
         "readQueueNums": 8
     }
     assert "delayOffset.json" not in reopened.metadata_documents
+
+
+def test_query_by_key_keeps_to_the_time_range(open_store: StoreFactory, clock: ManualClock) -> None:
+    store = open_store()
+    start = clock.now_ms()
+    put(store, message(body=b"early", keys="k"))
+    clock.advance(0.5)
+    put(store, message(body=b"late", keys="k"))
+    assert [
+        m.body for m in store.query_message("TopicTest", "k", 10, start + 100, start + 900)
+    ] == [b"late"]
+    assert [m.body for m in store.query_message("TopicTest", "k", 10)] == [b"late", b"early"]
