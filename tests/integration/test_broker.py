@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -205,3 +207,31 @@ def test_bad_input_gets_precise_answers_and_the_broker_keeps_serving(
             await client.close()
 
     asyncio.run(check(broker.address))
+
+
+def test_a_wildcard_advertised_address_is_refused_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "broker.properties"
+    config.write_text("brokerName=broker-x\nbrokerIP1=0.0.0.0\nlistenPort=0\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "broker", "-c", str(config), "-n", ""],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "brokerIP1=0.0.0.0 is a wildcard address" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_setting_is_refused_with_the_key_named(tmp_path: Path) -> None:
+    config = tmp_path / "broker.properties"
+    config.write_text("flushDiskType=SOMETIMES\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "broker", "-c", str(config), "-n", ""],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "flushDiskType" in result.stderr
+    assert "Traceback" not in result.stderr
