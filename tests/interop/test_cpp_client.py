@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -189,3 +190,40 @@ def test_clients_carry_on_through_the_second_namesrv(
     consumer = cpp("cpp_push_consume.py", [both, "CG_FAILOVER", "FailoverTopic", "200", "120"])
     assert consumer.finish(timeout_s=150, stop=False)["received"] >= 200
     assert set(bodies(consumer)) == {f"body-{i}" for i in range(200)}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_acknowledged_sends_survive_a_broker_sigkill_under_a_running_producer(
+    run_server: ServerFactory, cpp: Any, tmp_path: Path
+) -> None:
+    namesrv = run_server("namesrv", "--port", "0", name="namesrv")
+    broker_args = [
+        "broker", "--port", str(free_port()), "--data-dir", str(tmp_path / "broker"),
+        "-n", namesrv.address,
+    ]  # fmt: skip
+    broker = run_server(*broker_args, name="broker")
+    create_topic(namesrv.address, "KillTopic", 4)
+    producer = cpp("cpp_produce.py", [namesrv.address, "KillTopic", "3000", "--keep-going", "120"])
+    wait_until(lambda: len(producer.lines) >= 500, 60, "500 sends before the kill", producer)
+    broker.kill()
+    assert len(producer.lines) < 3000, "the kill must land while the producer is sending"
+    restarted = run_server(*broker_args, name="broker")
+    assert "unclean" in restarted.log()  # the restart took the crash-recovery path
+    summary = producer.finish(timeout_s=180, stop=False)
+    assert summary["sent"] == 3000
+    acked = {f"body-{line['index']}" for line in producer.lines if line.get("status") == 0}
+    puller = cpp("cpp_pull_consume.py", [namesrv.address, "CG_KILL", "KillTopic"])
+    puller.finish(timeout_s=120)
+    stored = bodies(puller)
+    missing = acked - set(stored)
+    assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
+    sys.stdout.write(
+        f"SIGKILL under load: {len(acked)} acknowledged, {summary['failed']} failed sends, "
+        f"{len(stored) - len(set(stored))} duplicates\n"
+    )
