@@ -1,0 +1,1 @@
+"""The storage engine: CommitLog, ConsumeQueues, index, flush, recovery, retention. No network."""

@@ -1,4 +1,4 @@
-"""Helpers to run real pocketmq servers in tests: subprocesses on loopback with free ports."""
+"""Real pocketmq servers for tests: in-process or subprocess clusters on free loopback ports."""
 
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 from pocketmq.testing.processes import ServerProcess, start_server_process
