@@ -97,3 +97,34 @@ def test_broker_registers_and_routes_follow_topics(
             await client.close()
 
     asyncio.run(unregistered())
+
+
+def test_kv_config_survives_a_restart_of_pocketmq_up(
+    run_server: ServerFactory, tmp_path: Path
+) -> None:
+    data = str(tmp_path / "up")
+    args = ["up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", data]
+    kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "Orders", "value": "broker-a:8"}
+
+    async def put(address: str) -> None:
+        client = RemotingClient()
+        try:
+            request = RemotingCommand.request(RequestCode.PUT_KV_CONFIG, kv)
+            assert (await client.invoke(address, request, 5)).code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+
+    async def get(address: str) -> str | None:
+        client = RemotingClient()
+        try:
+            fields = {"namespace": kv["namespace"], "key": kv["key"]}
+            request = RemotingCommand.request(RequestCode.GET_KV_CONFIG, fields)
+            return (await client.invoke(address, request, 5)).ext_fields.get("value")
+        finally:
+            await client.close()
+
+    first = run_server(*args, name="up")
+    asyncio.run(put(first.address))
+    assert first.stop() == 0
+    second = run_server(*args, name="up")
+    assert asyncio.run(get(second.address)) == "broker-a:8"

@@ -38,7 +38,11 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
-        namesrv_config = NamesrvConfig(listen_port=args.namesrv_port, bind_address="127.0.0.1")
+        namesrv_config = NamesrvConfig(
+            listen_port=args.namesrv_port,
+            bind_address="127.0.0.1",
+            kv_config_path=str(Path(args.data_dir) / "namesrv" / "kvConfig.json"),
+        )
         broker_config = BrokerConfig(bind_address="127.0.0.1", broker_ip1="127.0.0.1")
         store_config = MessageStoreConfig()
         apply_config_file(args.config, broker_config, store_config)

@@ -9,8 +9,11 @@ nothing: brokers register with each, clients ask any.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -33,6 +36,7 @@ from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.store.metadata import JsonFile
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,8 @@ class NamesrvConfig:
     scan_not_active_broker_interval_ms: int = key("scanNotActiveBrokerInterval", 10_000)
     broker_channel_expired_time_ms: int = key("brokerChannelExpiredTime", 120_000)
     order_message_enable: bool = key("orderMessageEnable", False)
+    # RocketMQ keeps this under the user's home; here it is opt-in (`pocketmq up` sets it).
+    kv_config_path: str = key("kvConfigPath", "")
 
 
 class MissingFieldError(ValueError):
@@ -65,10 +71,17 @@ def _field(request: RemotingCommand, name: str) -> str:
 class NamesrvHandlers:
     """The NameServer's request handlers."""
 
-    def __init__(self, table: RouteTable, kv: KvConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        table: RouteTable,
+        kv: KvConfig,
+        clock: Clock,
+        on_kv_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.table = table
         self.kv = kv
         self._clock = clock
+        self._on_kv_changed = on_kv_changed
 
     def routes(self) -> dict[int, RequestHandler]:
         return {
@@ -216,6 +229,7 @@ class NamesrvHandlers:
             )
         except MissingFieldError as exc:
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        self._on_kv_changed()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     async def get_kv(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
@@ -234,7 +248,10 @@ class NamesrvHandlers:
         )
 
     async def delete_kv(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        self.kv.delete(request.ext_fields.get("namespace", ""), request.ext_fields.get("key", ""))
+        if self.kv.delete(
+            request.ext_fields.get("namespace", ""), request.ext_fields.get("key", "")
+        ):
+            self._on_kv_changed()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
 
@@ -246,7 +263,9 @@ class NamesrvServer:
         self.clock = clock or SystemClock()
         self.table = RouteTable()
         self.kv = KvConfig()
-        self.handlers = NamesrvHandlers(self.table, self.kv, self.clock)
+        self._kv_file = JsonFile(config.kv_config_path) if config.kv_config_path else None
+        self._kv_saves: set[asyncio.Task[None]] = set()
+        self.handlers = NamesrvHandlers(self.table, self.kv, self.clock, self._save_kv)
         self.server = RemotingServer(
             self.handlers.routes(), host=config.bind_address, port=config.listen_port
         )
@@ -257,11 +276,27 @@ class NamesrvServer:
         return self.server.port
 
     async def start(self) -> int:
+        if self._kv_file is not None:
+            Path(self._kv_file.path).parent.mkdir(parents=True, exist_ok=True)
+            document = self._kv_file.load()
+            if document is not None:
+                self.kv = self.handlers.kv = KvConfig.from_json(json.dumps(document))
         port = await self.server.start()
         self.server.on_channel_closed.append(self._channel_closed)
         self._scan = asyncio.get_running_loop().create_task(self._scan_brokers())
         log.info("NameServer serving on port %d", port)
         return port
+
+    def _save_kv(self) -> None:
+        """Writes `kvConfig.json` off the loop after a change (when `kvConfigPath` is set)."""
+        if self._kv_file is None:
+            return
+        document = json.loads(self.kv.to_json())
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._kv_file.save, document)
+        )
+        self._kv_saves.add(task)
+        task.add_done_callback(self._kv_saves.discard)
 
     def _channel_closed(self, channel: Channel) -> None:
         for address in self.table.on_channel_closed(channel.id):
@@ -281,3 +316,5 @@ class NamesrvServer:
             await cancel_and_wait(self._scan)
             self._scan = None
         await self.server.stop()
+        if self._kv_saves:
+            await asyncio.gather(*self._kv_saves)
