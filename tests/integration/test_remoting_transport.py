@@ -236,3 +236,26 @@ def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones() -> N
         assert sorted(events) == ["held request cancelled", "oneway finished"]
 
     with_server(test)
+
+
+def test_client_closes_idle_connections_and_reconnects_on_demand() -> None:
+    async def run() -> None:
+        server = RemotingServer({ECHO: echo})
+        port = await server.start()
+        address = f"127.0.0.1:{port}"
+        client = RemotingClient(idle_timeout_s=0.2)
+        try:
+            first = await client.channel(address)
+            await client.invoke(address, RemotingCommand.request(ECHO), 3)
+            for _ in range(100):
+                if first.is_closed:
+                    break
+                await asyncio.sleep(0.05)
+            assert first.is_closed
+            assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
+            assert await client.channel(address) is not first
+        finally:
+            await client.close()
+            await server.stop()
+
+    asyncio.run(run())

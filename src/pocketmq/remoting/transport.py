@@ -36,6 +36,7 @@ from pocketmq.remoting.connection import (
 )
 from pocketmq.remoting.errors import RemoteProtocolError, RemotingError
 from pocketmq.remoting.frame import FRAME_BYTES_MAX_DEFAULT
+from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -353,6 +354,7 @@ class RemotingClient:
         self._ssl = ssl_context
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
+        self._housekeeping: asyncio.Task[None] | None = None
 
     async def channel(self, address: str) -> Channel:
         """The open channel to `address` ("host:port"), connecting if needed.
@@ -381,7 +383,16 @@ class RemotingClient:
             channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
             channel.start()
             self._channels[address] = channel
+            if self._housekeeping is None:
+                self._housekeeping = asyncio.get_running_loop().create_task(
+                    self._close_idle_periodically()
+                )
             return channel
+
+    async def _close_idle_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(min(self._idle_timeout_s / 4, 30))
+            await self.close_idle()
 
     async def invoke(
         self, address: str, request: RemotingCommand, timeout_s: float = 3.0
@@ -408,6 +419,9 @@ class RemotingClient:
         return len(idle)
 
     async def close(self) -> None:
+        if self._housekeeping is not None:
+            await cancel_and_wait(self._housekeeping)
+            self._housekeeping = None
         channels = list(self._channels.values())
         self._channels.clear()
         await asyncio.gather(*(c.close() for c in channels))
