@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.namesrv.route_json import decode_cluster_info, decode_topic_route
+from pocketmq.common.route_json import decode_cluster_info, decode_topic_route
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RemotingClient
 from pocketmq.testing import ServerProcess

@@ -34,7 +34,7 @@ from pocketmq.client.admin import (
     split_namesrv_addresses,
 )
 from pocketmq.common.constants import PERM_INHERIT, PERM_READ, PERM_WRITE
-from pocketmq.namesrv.route_json import encode_topic_route
+from pocketmq.common.route_json import encode_topic_route
 
 log = logging.getLogger("pocketmq.admin")
 

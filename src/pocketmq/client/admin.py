@@ -44,14 +44,14 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.message_id import MessageIdError, create_offset_msg_id, decode_offset_msg_id
 from pocketmq.common.properties import PropertyError, encode_properties
-from pocketmq.common.stored_message import MessageDecodeError, StoredMessage, decode_records
-from pocketmq.namesrv.route_json import (
+from pocketmq.common.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from pocketmq.common.route_json import (
     RouteBodyError,
     decode_cluster_info,
     decode_topic_list,
     decode_topic_route,
 )
-from pocketmq.namesrv.route_table import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from pocketmq.common.stored_message import MessageDecodeError, StoredMessage, decode_records
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import RemotingClient, RemotingTimeoutError

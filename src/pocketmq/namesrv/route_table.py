@@ -1,4 +1,4 @@
-"""The NameServer's route table (RocketMQ's `RouteInfoManager`) and its KV config store.
+"""The NameServer's route table (RocketMQ's `RouteInfoManager`): brokers, topics, liveness.
 
 Owns five tables, as RocketMQ keeps them:
 
@@ -28,82 +28,25 @@ develop quirk that refuses a first registration carrying exactly one topic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
 from pocketmq.common.data_version import DataVersion
+from pocketmq.common.route import (
+    MASTER_ID,
+    BrokerData,
+    BrokerTopicConfig,
+    ClusterInfo,
+    QueueData,
+    TopicList,
+    TopicRouteData,
+)
 
-MASTER_ID: Final = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 120_000
 """A broker silent this long is dropped (`DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`)."""
 NAMESPACE_ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 """KV namespace of `brokerName:queueNum;...` strings, sent as a route's `orderTopicConf`."""
-
-
-@dataclass(slots=True)
-class BrokerTopicConfig:
-    """One topic as a broker reports it when it registers (`TopicConfig`)."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_sys_flag: int = 0
-    topic_filter_type: str = "SINGLE_TAG"
-    order: bool = False
-    attributes: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class QueueData:
-    """How one broker serves one topic (`QueueData`)."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(slots=True)
-class BrokerData:
-    """One broker group (`BrokerData`): its addresses by broker id, 0 being the master."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-    zone_name: str | None = None
-    enable_acting_master: bool = False
-
-    def copy(self) -> BrokerData:
-        return replace(self, broker_addrs=dict(self.broker_addrs))
-
-
-@dataclass(slots=True)
-class TopicRouteData:
-    """What a client learns about a topic (`TopicRouteData`)."""
-
-    queue_datas: list[QueueData] = field(default_factory=list)
-    broker_datas: list[BrokerData] = field(default_factory=list)
-    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
-    order_topic_conf: str | None = None
-
-
-@dataclass(slots=True)
-class ClusterInfo:
-    """Every broker group and cluster (`ClusterInfo`, GET_BROKER_CLUSTER_INFO)."""
-
-    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
-    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class TopicList:
-    """A list of topic names (`TopicList`), with one broker address for system topic lists."""
-
-    topic_list: list[str] = field(default_factory=list)
-    broker_addr: str | None = None
 
 
 @dataclass(slots=True)

@@ -18,8 +18,7 @@ from typing import Final
 
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.config import key
-from pocketmq.namesrv.kv_config import KvConfig
-from pocketmq.namesrv.route_json import (
+from pocketmq.common.route_json import (
     RouteBodyError,
     decode_data_version,
     decode_register_broker_body,
@@ -31,6 +30,7 @@ from pocketmq.namesrv.route_json import (
     register_body_crc32,
     wants_standard_json,
 )
+from pocketmq.namesrv.kv_config import KvConfig
 from pocketmq.namesrv.route_table import RouteTable
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler

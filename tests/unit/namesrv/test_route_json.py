@@ -14,9 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pocketmq.common import route_json
 from pocketmq.common.data_version import DataVersion
-from pocketmq.namesrv import route_json
-from pocketmq.namesrv.route_json import (
+from pocketmq.common.route import (
+    BrokerData,
+    BrokerTopicConfig,
+    ClusterInfo,
+    QueueData,
+    TopicList,
+    TopicRouteData,
+)
+from pocketmq.common.route_json import (
     RegisterBrokerBody,
     RouteBodyError,
     decode_cluster_info,
@@ -35,14 +43,6 @@ from pocketmq.namesrv.route_json import (
     quote_numeric_keys,
     register_body_crc32,
     wants_standard_json,
-)
-from pocketmq.namesrv.route_table import (
-    BrokerData,
-    BrokerTopicConfig,
-    ClusterInfo,
-    QueueData,
-    TopicList,
-    TopicRouteData,
 )
 
 

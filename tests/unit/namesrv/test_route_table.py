@@ -10,15 +10,9 @@ import json
 import pytest
 
 from pocketmq.common.data_version import DataVersion
+from pocketmq.common.route import BrokerData, BrokerTopicConfig, QueueData
 from pocketmq.namesrv.kv_config import KvConfig
-from pocketmq.namesrv.route_table import (
-    NAMESPACE_ORDER_TOPIC_CONFIG,
-    BrokerData,
-    BrokerTopicConfig,
-    QueueData,
-    RegisterResult,
-    RouteTable,
-)
+from pocketmq.namesrv.route_table import NAMESPACE_ORDER_TOPIC_CONFIG, RegisterResult, RouteTable
 
 NOW = 1_700_000_000_000
 CLUSTER = "DefaultCluster"

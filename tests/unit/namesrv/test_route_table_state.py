@@ -11,11 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pocketmq.common.data_version import DataVersion
-from pocketmq.namesrv.route_table import (
-    BROKER_CHANNEL_EXPIRED_TIME_MS,
-    BrokerTopicConfig,
-    RouteTable,
-)
+from pocketmq.common.route import BrokerTopicConfig
+from pocketmq.namesrv.route_table import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteTable
 
 CLUSTER_OF = {"broker-a": "c1", "broker-b": "c1", "broker-c": "c2"}
 TOPICS = ["T0", "T1", "T2", "T3"]

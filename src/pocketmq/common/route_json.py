@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from pocketmq.common.data_version import DataVersion
-from pocketmq.namesrv.route_table import (
+from pocketmq.common.route import (
     BrokerData,
     BrokerTopicConfig,
     ClusterInfo,
