@@ -235,3 +235,52 @@ def test_a_bad_setting_is_refused_with_the_key_named(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "flushDiskType" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_heartbeat_creates_the_consumer_group_and_its_retry_topic(
+    run_server: ServerFactory, tmp_path: Path
+) -> None:
+    broker = run_server(
+        "broker", "--port", "0", "--data-dir", str(tmp_path / "store"), "-n", "", name="broker"
+    )
+    heartbeat = {
+        "clientID": "127.0.0.1@test",
+        "consumerDataSet": [
+            {
+                "groupName": "cg-new",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [{"topic": "T", "subString": "*", "subVersion": 1}],
+            }
+        ],
+        "producerDataSet": [],
+    }
+
+    async def check(address: str) -> None:
+        client = RemotingClient()
+        try:
+            beat = RemotingCommand.request(
+                RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode()
+            )
+            assert (await client.invoke(address, beat, 5)).code == ResponseCode.SUCCESS
+            groups = await client.invoke(
+                address, RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), 5
+            )
+            assert "cg-new" in json.loads(groups.body)["subscriptionGroupTable"]
+            topics = await client.invoke(
+                address, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5
+            )
+            assert "%RETRY%cg-new" in json.loads(topics.body)["topicConfigTable"]
+            members = await client.invoke(
+                address,
+                RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "cg-new"}
+                ),
+                5,
+            )
+            assert json.loads(members.body) == {"consumerIdList": ["127.0.0.1@test"]}
+        finally:
+            await client.close()
+
+    asyncio.run(check(broker.address))

@@ -457,6 +457,18 @@ class AdminStatsHandlers:
             self._offsets.remove_group(name)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
+    async def ensure_group(self, group: str) -> None:
+        """Creates a consumer group on first sight (`autoCreateSubscriptionGroup`)."""
+        if group in self.groups.groups:
+            return
+        try:
+            self.groups.update(SubscriptionGroupConfig(group), self._clock.now_ms())
+        except SubscriptionGroupError as exc:
+            log.warning("not creating consumer group %r: %s", group, exc)
+            return
+        log.info("consumer group %s created on first heartbeat", group)
+        await self._save_groups()
+
     async def _save_groups(self) -> None:
         async with self._save_lock:
             document = self.groups.snapshot()

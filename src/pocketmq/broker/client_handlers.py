@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from pocketmq.broker.clients import ClientRegistry, HeartbeatError, parse_heartbeat
@@ -29,10 +30,18 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 class ClientHandlers:
     """The client-management request handlers of one broker."""
 
-    def __init__(self, registry: ClientRegistry, topics: TopicTable, clock: Clock) -> None:
+    def __init__(
+        self,
+        registry: ClientRegistry,
+        topics: TopicTable,
+        clock: Clock,
+        on_consumer_group: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.registry = registry
         self._topics = topics
         self._clock = clock
+        # Called with each consumer group a heartbeat names (to auto-create it).
+        self._on_consumer_group = on_consumer_group
         self._notify_tasks: set[asyncio.Task[None]] = set()
 
     async def heartbeat(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
@@ -44,6 +53,8 @@ class ClientHandlers:
             )
         now_ms = self._clock.now_ms()
         for consumer in data.consumer_groups:
+            if self._on_consumer_group is not None:
+                await self._on_consumer_group(consumer.group)
             self._topics.create_system_topic(
                 RETRY_GROUP_TOPIC_PREFIX + consumer.group, 1, PERM_READ | PERM_WRITE, now_ms
             )

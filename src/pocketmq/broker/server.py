@@ -94,6 +94,7 @@ class BrokerServer:
         self.registrar: NameServerRegistrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
+        self._admin_stats: AdminStatsHandlers
         self._topics_dirty = asyncio.Event()
         self._started_ms = 0
 
@@ -123,7 +124,12 @@ class BrokerServer:
         self.topics.load(store.metadata_documents.get("topics.json"), now)
         self.offsets.load(store.metadata_documents.get("consumerOffset.json"))
         server.handlers.update(self._handlers(store))
-        client_handlers = ClientHandlers(self.clients, self.topics, self.clock)
+        client_handlers = ClientHandlers(
+            self.clients,
+            self.topics,
+            self.clock,
+            self._admin_stats.ensure_group if self.config.auto_create_subscription_group else None,
+        )
         server.handlers.update(
             {
                 RequestCode.HEART_BEAT: client_handlers.heartbeat,
@@ -192,6 +198,9 @@ class BrokerServer:
             short_polling_ms=config.short_polling_time_mills,
             slave_read_enable=config.slave_read_enable,
         )
+        self._admin_stats = AdminStatsHandlers(
+            store, self.topics, self.offsets, self.clock, self.config, self.store_config
+        )
         admin = AdminHandlers(
             store, self.topics, self.offsets, self.clock, self._topics_changed, self.runtime_info
         )
@@ -202,9 +211,7 @@ class BrokerServer:
             RequestCode.PULL_MESSAGE: pull.handle,
             **OffsetHandlers(store, self.offsets, self.topics).routes(),
             **admin.routes(),
-            **AdminStatsHandlers(
-                store, self.topics, self.offsets, self.clock, self.config, self.store_config
-            ).routes(),
+            **self._admin_stats.routes(),
         }
 
     def _registration_document(self) -> dict[str, Any]:
