@@ -109,6 +109,8 @@ class CommitLog:
         Returns a `PutResult` whose status says why nothing was written when it is not PUT_OK;
         on PUT_OK every message's `queue_offset` is filled in.
         """
+        if not messages:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch holds no message")
         first = messages[0]
         topic = first.topic.encode()
         if len(topic) > MAX_TOPIC_LENGTH or not topic or b"\0" in topic:

@@ -135,3 +135,9 @@ def test_truncate_zeroes_cut_bytes_and_later_files(tmp_path: Path, clock: Manual
     assert mapped.read(cut, FILE_SIZE - cut) == bytes(FILE_SIZE - cut)
     again = commit_log.append([message(body=b"n")])
     assert again.physical_offsets == [cut]
+
+
+def test_empty_batch_is_refused(tmp_path: Path, clock: ManualClock) -> None:
+    commit_log = make_log(tmp_path, clock)
+    assert commit_log.append([]).status is PutStatus.MESSAGE_ILLEGAL
+    assert commit_log.max_offset == 0
