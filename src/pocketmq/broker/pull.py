@@ -38,13 +38,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.subscription import SubscriptionError, parse_subscription
+from pocketmq.broker.subscription import SubscriptionData, SubscriptionError, parse_subscription
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ
@@ -245,6 +245,7 @@ class PullHandler:
         transfer_count_max: int = TRANSFER_COUNT_MAX_DEFAULT,
         transfer_bytes_max: int = TRANSFER_BYTES_MAX_DEFAULT,
         hold_ms_max: int = HOLD_MS_MAX_DEFAULT,
+        registered_subscription: Callable[[str, str], SubscriptionData | None] | None = None,
     ) -> None:
         """
         Args:
@@ -262,11 +263,14 @@ class PullHandler:
             transfer_count_max: Messages per pull at most.
             transfer_bytes_max: Bytes per pull at most (one message is always sent).
             hold_ms_max: Longest hold, whatever the client asks.
+            registered_subscription: (group, topic) -> the subscription the group's heartbeat
+                registered; used for pulls that carry none (Java push consumers).
         """
         self._store = store
         self._topics = topics
         self._offsets = offsets
         self._hold = hold_service
+        self._registered_subscription = registered_subscription
         self.broker_permission = broker_permission
         self._long_polling_enable = long_polling_enable
         self._short_polling_ms = short_polling_ms
@@ -332,7 +336,10 @@ class PullHandler:
             except SubscriptionError as exc:
                 return error_response(request, exc.response_code, str(exc))
             tag_codes = subscription.tag_codes
-        # else: TODO(#3): filter by the subscription the group's heartbeat registered.
+        elif self._registered_subscription is not None:
+            registered = self._registered_subscription(header.consumer_group, header.topic)
+            if registered is not None:
+                tag_codes = registered.tag_codes
         if header.commits_offset:
             self._offsets.commit(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset

@@ -197,6 +197,7 @@ class BrokerServer:
             long_polling_enable=config.long_polling_enable,
             short_polling_ms=config.short_polling_time_mills,
             slave_read_enable=config.slave_read_enable,
+            registered_subscription=self.clients.subscription,
         )
         self._admin_stats = AdminStatsHandlers(
             store, self.topics, self.offsets, self.clock, self.config, self.store_config

@@ -23,6 +23,7 @@ from pocketmq.broker.pull import (
     PullHeader,
     pull_status_code,
 )
+from pocketmq.broker.subscription import parse_subscription
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
@@ -597,3 +598,17 @@ def test_held_pull_leaves_other_requests_on_the_loop_free(broker: Broker) -> Non
         assert (await held).code == ResponseCode.PULL_NOT_FOUND
 
     run(scenario)
+
+
+def test_pull_without_subscription_uses_the_one_the_heartbeat_registered(
+    store: MessageStore,
+) -> None:
+    """Java push consumers leave the subscription out of pulls; their heartbeat carries it."""
+    registered = {(GROUP, TOPIC): parse_subscription(TOPIC, "TagA")}
+    broker = Broker(store, registered_subscription=lambda g, t: registered.get((g, t)))
+    put(store, 2, tags="TagA")
+    put(store, 2, tags="TagB")
+    response = broker.pull(pull_request(0))
+    assert [m.properties["TAGS"] for m in decode_body(response.body)] == ["TagA", "TagA"]
+    unknown_group = broker.pull(pull_request(0, group="other"))
+    assert len(decode_body(unknown_group.body)) == 4
