@@ -28,9 +28,9 @@ sooner: a held pull wakes on any arrival in its queue, even with short polling; 
 everything that arrived is filtered out it waits on from past those messages (Java's hold
 service is not woken by them), and if its time runs out it answers PULL_NOT_FOUND with
 nextBeginOffset past them; when the hold service is full the pull is answered at once.
-Not done yet: subscriptions registered by heartbeats (pulls without FLAG_SUBSCRIPTION take
-every message, TODO #3), SQL92 filters (#5), subscription groups, OFFSET_MOVED_EVENT messages,
-and slave-side reads.
+A pull without FLAG_SUBSCRIPTION (Java push consumers) filters by the subscription the group's
+heartbeat registered, or takes every message when there is none. Not done yet: SQL92 filters
+(#5), OFFSET_MOVED_EVENT messages, and slave-side reads (#6).
 """
 
 from __future__ import annotations
