@@ -11,14 +11,14 @@ import json
 from collections.abc import Callable
 from typing import Final
 
-from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.pull import (
+from pocketmq.broker.headers import (
     HeaderError,
     error_response,
     optional_bool,
     required_long,
     required_text,
 )
+from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicConfig, TopicError, TopicFilterType, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.headers import HeaderError, error_response, optional_bool, required_text
 from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.pull import HeaderError, error_response, optional_bool, required_text
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.config import (

@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.pull import (
+from pocketmq.broker.headers import (
     HeaderError,
     error_response,
     optional_bool,
@@ -39,6 +38,7 @@ from pocketmq.broker.pull import (
     required_long,
     required_text,
 )
+from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand

@@ -37,11 +37,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from pocketmq.broker.headers import (
+    HeaderError,
+    error_response,
+    optional_int,
+    required_int,
+    required_long,
+    required_text,
+)
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.subscription import SubscriptionData, SubscriptionError, parse_subscription
@@ -76,83 +83,6 @@ TRANSFER_BYTES_MAX_DEFAULT: Final = 256 * 1024
 HOLD_MS_MAX_DEFAULT: Final = 120_000
 """A held pull never waits longer than this, whatever `suspendTimeoutMillis` says (clients use
 15-30 s)."""
-
-_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
-_INT32_RANGE: Final = range(-(1 << 31), 1 << 31)
-_INT64_RANGE: Final = range(-(1 << 63), 1 << 63)
-
-
-class HeaderError(ValueError):
-    """A request header field is missing or not a number; answered with SYSTEM_ERROR, as Java
-    answers a `RemotingCommandException` from `decodeCommandCustomHeader`."""
-
-
-# -- header fields ---------------------------------------------------------------------------
-def required_text(ext_fields: Mapping[str, str], name: str) -> str:
-    """A required (`@CFNotNull`) string field.
-
-    Raises:
-        HeaderError: the field is absent.
-    """
-    value = ext_fields.get(name)
-    if value is None:
-        raise HeaderError(f"the custom field <{name}> is null")
-    return value
-
-
-def _parse_int(name: str, value: str, valid: range) -> int:
-    # Java's Integer.parseInt/Long.parseLong: ASCII digits with an optional sign, no blanks.
-    if not _INT_TEXT.fullmatch(value):
-        raise HeaderError(f"the custom field <{name}> is not a number: {value!r}")
-    number = int(value)
-    if number not in valid:
-        raise HeaderError(f"the custom field <{name}> is out of range: {value}")
-    return number
-
-
-def required_int(ext_fields: Mapping[str, str], name: str) -> int:
-    """A required Java `int` field.
-
-    Raises:
-        HeaderError: the field is absent, not a number, or beyond 32 bits.
-    """
-    return _parse_int(name, required_text(ext_fields, name), _INT32_RANGE)
-
-
-def required_long(ext_fields: Mapping[str, str], name: str) -> int:
-    """A required Java `long` field.
-
-    Raises:
-        HeaderError: the field is absent, not a number, or beyond 64 bits.
-    """
-    return _parse_int(name, required_text(ext_fields, name), _INT64_RANGE)
-
-
-def optional_int(ext_fields: Mapping[str, str], name: str) -> int | None:
-    """An optional Java `Integer` field; None when absent.
-
-    Raises:
-        HeaderError: the field is present but not a 32-bit number.
-    """
-    value = ext_fields.get(name)
-    return None if value is None else _parse_int(name, value, _INT32_RANGE)
-
-
-def optional_long(ext_fields: Mapping[str, str], name: str) -> int | None:
-    """An optional Java `Long` field; None when absent.
-
-    Raises:
-        HeaderError: the field is present but not a 64-bit number.
-    """
-    value = ext_fields.get(name)
-    return None if value is None else _parse_int(name, value, _INT64_RANGE)
-
-
-def optional_bool(ext_fields: Mapping[str, str], name: str) -> bool | None:
-    """An optional Java `Boolean` field (`Boolean.parseBoolean`: only "true", in any case, is
-    true); None when absent."""
-    value = ext_fields.get(name)
-    return None if value is None else value.lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +151,6 @@ def pull_status_code(status: GetStatus, request_offset: int) -> ResponseCode:
         return ResponseCode.PULL_OFFSET_MOVED
     assert status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL), status
     return ResponseCode.PULL_NOT_FOUND
-
-
-def error_response(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-    """A response with no header fields, only a code and its remark."""
-    return RemotingCommand.response_to(request, code, remark)
 
 
 class PullHandler:
