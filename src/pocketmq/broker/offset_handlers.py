@@ -27,6 +27,7 @@ A header error answers SYSTEM_ERROR, as Java does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,8 @@ BOUNDARY_LOWER = "LOWER"
 BOUNDARY_UPPER = "UPPER"
 
 OffsetHandler = Callable[[RemotingCommand, "Channel | None"], Awaitable[RemotingCommand]]
+
+log = logging.getLogger(__name__)
 
 
 class OffsetHandlers:
@@ -88,6 +91,7 @@ class OffsetHandlers:
         except HeaderError as exc:
             return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
         offset = self._offsets.query(group, topic, queue_id)
+        log.debug("offset query %s %s/%d: %s", group, topic, queue_id, offset)
         if offset is not None and offset >= 0:
             return _offset_response(request, offset)
         if set_zero_if_not_found is False:
@@ -132,6 +136,7 @@ class OffsetHandlers:
             return error_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!"
             )
+        log.debug("commit %s %s/%d at %d", group, topic, queue_id, offset)
         self._offsets.commit(group, topic, queue_id, offset)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 

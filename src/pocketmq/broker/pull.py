@@ -297,6 +297,18 @@ class PullHandler:
                 # from past it, as Java's hold service is not woken by non-matching tags.
                 offset = result.next_begin_offset
             code = pull_status_code(result.status, header.queue_offset)
+        log.debug(
+            "pull %s %s/%d from %d (commit %s): %s, %d messages, next %d, max %d",
+            header.consumer_group,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            header.commit_offset if header.commits_offset else "-",
+            code.name,
+            result.message_count,
+            result.next_begin_offset,
+            result.max_offset,
+        )
         return self._response(request, code, result)
 
     def _read(self, header: PullHeader, offset: int, tag_codes: frozenset[int] | None) -> GetResult:
