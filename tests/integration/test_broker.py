@@ -209,29 +209,27 @@ def test_bad_input_gets_precise_answers_and_the_broker_keeps_serving(
     asyncio.run(check(broker.address))
 
 
-def test_a_wildcard_advertised_address_is_refused_at_start(tmp_path: Path) -> None:
+def start_broker_with(tmp_path: Path, properties: str) -> subprocess.CompletedProcess[str]:
+    """Runs `pocketmq broker -c` on a file holding `properties`; for settings it must refuse."""
     config = tmp_path / "broker.properties"
-    config.write_text("brokerName=broker-x\nbrokerIP1=0.0.0.0\nlistenPort=0\n")
-    result = subprocess.run(
+    config.write_text(properties)
+    return subprocess.run(
         [sys.executable, "-m", "pocketmq.cli.main", "broker", "-c", str(config), "-n", ""],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_a_wildcard_advertised_address_is_refused_at_start(tmp_path: Path) -> None:
+    result = start_broker_with(tmp_path, "brokerName=broker-x\nbrokerIP1=0.0.0.0\nlistenPort=0\n")
     assert result.returncode == 2
     assert "brokerIP1=0.0.0.0 is a wildcard address" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_a_bad_setting_is_refused_with_the_key_named(tmp_path: Path) -> None:
-    config = tmp_path / "broker.properties"
-    config.write_text("flushDiskType=SOMETIMES\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli.main", "broker", "-c", str(config), "-n", ""],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_broker_with(tmp_path, "flushDiskType=SOMETIMES\n")
     assert result.returncode == 2
     assert "flushDiskType" in result.stderr
     assert "Traceback" not in result.stderr

@@ -321,11 +321,15 @@ def _hours_since(timestamp_text: str | None) -> str:
     return f"{(time.time() * 1000 - timestamp_ms) / 3_600_000:.2f}"
 
 
-async def broker_status(admin: AdminClient, args: argparse.Namespace) -> Report:
+async def named_brokers(admin: AdminClient, args: argparse.Namespace) -> list[str]:
+    """The broker of `-b`, or every broker (slaves too) of the cluster of `-c`."""
     if args.brokerAddr:
-        addresses = [await admin.resolve_broker_address(args.brokerAddr)]
-    else:
-        addresses = await admin.broker_addresses(args.clusterName, masters_only=False)
+        return [await admin.resolve_broker_address(args.brokerAddr)]
+    return await admin.broker_addresses(args.clusterName, masters_only=False)
+
+
+async def broker_status(admin: AdminClient, args: argparse.Namespace) -> Report:
+    addresses = await named_brokers(admin, args)
     document: dict[str, dict[str, str]] = {}
     lines: list[str] = []
     for address in addresses:
@@ -340,10 +344,7 @@ async def broker_status(admin: AdminClient, args: argparse.Namespace) -> Report:
 
 
 async def get_broker_config(admin: AdminClient, args: argparse.Namespace) -> Report:
-    if args.brokerAddr:
-        addresses = [await admin.resolve_broker_address(args.brokerAddr)]
-    else:
-        addresses = await admin.broker_addresses(args.clusterName, masters_only=False)
+    addresses = await named_brokers(admin, args)
     document: dict[str, dict[str, str]] = {}
     lines: list[str] = []
     for address in addresses:
