@@ -18,31 +18,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from pocketmq.broker.subscription import SubscriptionData, SubscriptionError, parse_subscription
+from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
+from pocketmq.common.subscription import SubscriptionData, SubscriptionError, parse_subscription
 
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_TIMEOUT_MS: Final = 120_000
-
-
-class ConsumeType(enum.Enum):
-    CONSUME_ACTIVELY = 0
-    CONSUME_PASSIVELY = 1
-    CONSUME_POP = 2
-
-
-class MessageModel(enum.Enum):
-    BROADCASTING = 0
-    CLUSTERING = 1
-
-
-class ConsumeFromWhere(enum.Enum):
-    CONSUME_FROM_LAST_OFFSET = 0
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1
-    CONSUME_FROM_MIN_OFFSET = 2
-    CONSUME_FROM_MAX_OFFSET = 3
-    CONSUME_FROM_FIRST_OFFSET = 4
-    CONSUME_FROM_TIMESTAMP = 5
 
 
 class HeartbeatError(ValueError):

@@ -51,10 +51,10 @@ from pocketmq.broker.headers import (
 )
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.subscription import SubscriptionData, SubscriptionError, parse_subscription
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ
+from pocketmq.common.subscription import SubscriptionData, SubscriptionError, parse_subscription
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import GetResult, GetStatus
 from pocketmq.store.message_store import MessageStore

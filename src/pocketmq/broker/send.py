@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
-from pocketmq.broker.batch import BatchError, decode_batch_body
 from pocketmq.broker.topics import (
     TopicConfig,
     TopicError,
@@ -36,6 +35,7 @@ from pocketmq.broker.topics import (
     TopicTable,
     validate_topic_name,
 )
+from pocketmq.common.batch import BatchError, decode_batch_body
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import (
     MULTI_TAGS_FLAG,

@@ -23,10 +23,10 @@ from pocketmq.broker.pull import (
     PullHeader,
     pull_status_code,
 )
-from pocketmq.broker.subscription import parse_subscription
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.common.subscription import parse_subscription
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import GetResult, GetStatus
 from pocketmq.store.message_store import MessageStore

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.batch import encode_batch_body
 from pocketmq.broker.send import (
     HeaderError,
     SendHandler,
@@ -24,6 +23,7 @@ from pocketmq.broker.send import (
     parse_host_address,
 )
 from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
+from pocketmq.common.batch import encode_batch_body
 from pocketmq.common.codes import LanguageCode, RequestCode, ResponseCode
 from pocketmq.common.constants import MULTI_TAGS_FLAG, PERM_READ, PERM_WRITE
 from pocketmq.common.message_id import decode_offset_msg_id

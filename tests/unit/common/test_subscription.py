@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.broker.subscription import (
+from pocketmq.common.codes import ResponseCode
+from pocketmq.common.java_hash import tags_code
+from pocketmq.common.subscription import (
     SUB_ALL,
     SubscriptionParseError,
     UnsupportedExpressionTypeError,
     is_tag_type,
     parse_subscription,
 )
-from pocketmq.common.codes import ResponseCode
-from pocketmq.common.java_hash import tags_code
 
 
 @pytest.mark.parametrize("expression", [None, "", "*"])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.broker.batch import (
+from pocketmq.common.batch import (
     ENTRY_OVERHEAD_BYTES,
     BatchEntry,
     BatchError,
