@@ -1,6 +1,6 @@
 """The broker's topic table (`TopicConfigManager`): what topics exist here, and how they look.
 
-Owns topic names' validation, the system topics created at start, auto-creation through the
+Owns the system topics created at start, auto-creation through the
 `TBW102` default topic, and `config/topics.json` in RocketMQ's shape:
 `{"dataVersion": {...}, "topicConfigTable": {name: TopicConfig}}`.
 
@@ -11,16 +11,14 @@ pure and fast; every change bumps `data_version`, which the broker reports to Na
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from pocketmq.common.constants import PERM_INHERIT, PERM_READ, PERM_WRITE
 from pocketmq.common.data_version import DataVersion
+from pocketmq.common.topic_names import TopicError, validate_topic_name
 
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
-TOPIC_NAME_MAX_LENGTH: Final = 127
-_VALID_NAME: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 SYSTEM_TOPICS: Final = {
     "SCHEDULE_TOPIC_XXXX": 18,
@@ -36,23 +34,6 @@ SYSTEM_TOPICS: Final = {
 class TopicFilterType(enum.Enum):
     SINGLE_TAG = "SINGLE_TAG"
     MULTI_TAG = "MULTI_TAG"
-
-
-class TopicError(ValueError):
-    """A topic name or setting that RocketMQ would refuse; the message says which rule."""
-
-
-def validate_topic_name(name: str) -> None:
-    """Raises `TopicError` unless `name` is a legal topic name (`TopicValidator`)."""
-    if not name or not name.strip():
-        raise TopicError("the topic name is blank")
-    if len(name) > TOPIC_NAME_MAX_LENGTH:
-        raise TopicError(f"the topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
-    if not _VALID_NAME.match(name):
-        raise TopicError(
-            f"the topic name {name!r} contains illegal characters; allowed: letters, digits, "
-            "'%', '|', '_' and '-'"
-        )
 
 
 @dataclass(slots=True)

@@ -86,6 +86,9 @@ class Channel:
         self._reader_task: asyncio.Task[None] | None = None
         peer = writer.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        local = writer.get_extra_info("sockname")
+        self.local_ip: str = local[0] if local else "127.0.0.1"
+        """The address this side of the connection uses (what a client reports as its ip)."""
         self.last_active = time.monotonic()
         self.close_reason = ""
         self.on_close: list[Callable[[Channel], None]] = []

@@ -1,0 +1,1 @@
+"""Consumers: push, lite pull, rebalance and offset stores."""

@@ -1,0 +1,318 @@
+"""The client's message model: what users send (`Message`), what they receive (`MessageExt`),
+where it went (`SendResult`, `MessageQueue`) and the client-side unique id (UNIQ_KEY).
+
+A `Message` keeps its user properties apart from the system ones (tags, keys, delay level,
+wait-store-ok); `encode_properties` joins them into RocketMQ's properties string only when the
+message is sent. A `MessageExt` is built from a decoded CommitLog record: bodies the producer
+compressed (sysFlag bit 0, zlib) are inflated here, so listeners always see what was sent.
+
+Pure: no I/O; the clock reading for ids is passed in.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from pocketmq.common.constants import (
+    COMPRESSED_FLAG,
+    KEY_SEPARATOR,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
+from pocketmq.common.message_id import create_offset_msg_id
+from pocketmq.common.properties import encode_properties
+from pocketmq.common.stored_message import HostAddress, StoredMessage
+
+SYSTEM_PROPERTY_KEYS: Final = frozenset(
+    {
+        PROPERTY_TAGS,
+        PROPERTY_KEYS,
+        PROPERTY_DELAY_TIME_LEVEL,
+        PROPERTY_WAIT_STORE_MSG_OK,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    }
+)
+"""Keys a `Message` sets from its own fields; `properties` may not name them."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker (`MessageQueue`); sorts as Java's does."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}:{self.queue_id}"
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send.
+
+    Attributes:
+        topic: Where it goes.
+        body: The payload; large ones are compressed on the wire (see the producer's
+            `compress_over_bytes`) and inflated for consumers.
+        tags: One tag; consumers filter on it (`TagA || TagB`).
+        keys: Business keys, searchable with `queryMsgByKey`; several as a list.
+        properties: User properties (string to string).
+        delay_level: RocketMQ's delay level (1 = 1 s ... 18 = 2 h); 0 sends at once.
+        wait_store_msg_ok: Whether the broker answers only once the message is stored as its
+            flush and replication rules say (RocketMQ's `waitStoreMsgOK`).
+        flag: An application flag the broker stores and returns untouched.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | list[str] | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    wait_store_msg_ok: bool = True
+    flag: int = 0
+
+    @property
+    def keys_text(self) -> str | None:
+        """The keys as RocketMQ's KEYS property carries them (space-separated)."""
+        if self.keys is None or isinstance(self.keys, str):
+            return self.keys or None
+        return KEY_SEPARATOR.join(self.keys) or None
+
+    def encode_properties(self, unique_id: str | None) -> str:
+        """RocketMQ's properties string of this message, with `unique_id` as UNIQ_KEY.
+
+        Raises:
+            PropertyError: a key or value is empty or holds a separator character.
+            ValueError: a user property uses a system key (tags, keys, ...): set the field.
+        """
+        clash = SYSTEM_PROPERTY_KEYS.intersection(self.properties)
+        if clash:
+            raise ValueError(
+                f"properties may not set {', '.join(sorted(clash))}: use the Message fields "
+                "(tags, keys, delay_level, wait_store_msg_ok) instead"
+            )
+        system: dict[str, str | None] = {
+            PROPERTY_TAGS: self.tags or None,
+            PROPERTY_KEYS: self.keys_text,
+            PROPERTY_DELAY_TIME_LEVEL: str(self.delay_level) if self.delay_level > 0 else None,
+            PROPERTY_WAIT_STORE_MSG_OK: None if self.wait_store_msg_ok else "false",
+            PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id,
+        }
+        system.update(self.properties)
+        return encode_properties(system)
+
+    @property
+    def sharding_key(self) -> str | None:
+        """The ordering key of a message sent with one (`__SHARDINGKEY`)."""
+        return self.properties.get(PROPERTY_SHARDING_KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExt:
+    """A message as consumers receive it: what was sent plus where and when it was stored.
+
+    Attributes:
+        topic: The topic it was sent to (for a retried message, its original topic).
+        body: The payload, inflated if the producer compressed it.
+        properties: Every property, system ones (TAGS, KEYS, UNIQ_KEY ...) included.
+        queue: The queue it was read from.
+        queue_offset: Its position in that queue.
+        commit_log_offset: Its position in the broker's CommitLog.
+        msg_id: The producer's unique id (UNIQ_KEY), or the offset id when there is none.
+        offset_msg_id: The store host and CommitLog offset (`queryMsgById`).
+        born_timestamp_ms: When the producer made it.
+        store_timestamp_ms: When the broker stored it.
+        born_host: The producer's address.
+        store_host: The broker's address.
+        reconsume_times: How often it was redelivered after a failed consumption.
+        flag: The application flag.
+        sys_flag: RocketMQ's system flags as stored.
+    """
+
+    topic: str
+    body: bytes
+    properties: Mapping[str, str]
+    queue: MessageQueue
+    queue_offset: int
+    commit_log_offset: int
+    msg_id: str
+    offset_msg_id: str
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    born_host: HostAddress
+    store_host: HostAddress
+    reconsume_times: int
+    flag: int
+    sys_flag: int
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        text = self.properties.get(PROPERTY_KEYS)
+        return text.split(KEY_SEPARATOR) if text else []
+
+    @property
+    def user_properties(self) -> dict[str, str]:
+        """The properties the producer set itself (no system keys)."""
+        return {k: v for k, v in self.properties.items() if not _is_system_key(k)}
+
+    @classmethod
+    def from_stored(cls, stored: StoredMessage, broker_name: str) -> MessageExt:
+        """The consumer's view of a decoded record read from `broker_name`.
+
+        A message redelivered through `%RETRY%<group>` carries its original topic in
+        RETRY_TOPIC; listeners see that topic, as with RocketMQ's clients.
+
+        Raises:
+            zlib.error: the COMPRESSED flag is set but the body is not zlib data.
+        """
+        body = stored.body
+        if stored.sys_flag & COMPRESSED_FLAG:
+            body = zlib.decompress(body)
+        properties = stored.properties
+        offset_msg_id = create_offset_msg_id(stored.store_host, stored.physical_offset)
+        topic = properties.get(PROPERTY_RETRY_TOPIC) or stored.topic
+        return cls(
+            topic=topic,
+            body=body,
+            properties=properties,
+            queue=MessageQueue(stored.topic, broker_name, stored.queue_id),
+            queue_offset=stored.queue_offset,
+            commit_log_offset=stored.physical_offset,
+            msg_id=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or offset_msg_id,
+            offset_msg_id=offset_msg_id,
+            born_timestamp_ms=stored.born_timestamp,
+            store_timestamp_ms=stored.store_timestamp,
+            born_host=stored.born_host,
+            store_host=stored.store_host,
+            reconsume_times=stored.reconsume_times,
+            flag=stored.flag,
+            sys_flag=stored.sys_flag,
+        )
+
+
+def _is_system_key(key: str) -> bool:
+    return key in SYSTEM_PROPERTY_KEYS or key in _OTHER_SYSTEM_KEYS or key.startswith("__")
+
+
+_OTHER_SYSTEM_KEYS: Final = frozenset(
+    {
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        PROPERTY_RECONSUME_TIME,
+        PROPERTY_RETRY_TOPIC,
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MSG_REGION",
+        "TRACE_ON",
+        "CONSUME_START_TIME",
+        "ORIGIN_MESSAGE_ID",
+        "MAX_RECONSUME_TIMES",
+        "CORRECTION_FLAG",
+    }
+)
+
+
+class SendStatus(enum.Enum):
+    """How a send ended (`SendStatus`): only SEND_OK means every rule was met."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    """Stored, but the SYNC_FLUSH fsync did not finish in time."""
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    """Stored on the master, but no slave confirmed it in time."""
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    """Stored on the master; a SYNC_MASTER had no slave to copy it to."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What became of a sent message.
+
+    Attributes:
+        status: See `SendStatus`.
+        msg_id: The unique id the producer gave it (UNIQ_KEY); for a batch, the ids joined
+            by commas, as Java's `SendResult` does.
+        offset_msg_id: The broker's id (store host + CommitLog offset).
+        queue: Where it was stored.
+        queue_offset: Its offset in that queue (the first one for a batch).
+        region_id: The broker's region (MSG_REGION).
+        transaction_id: Set for transactional half messages.
+    """
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    region_id: str = "DefaultRegion"
+    transaction_id: str | None = None
+
+
+class UniqueIdGenerator:
+    """Client message ids (UNIQ_KEY) shaped as RocketMQ's `MessageClientIDSetter` makes them.
+
+    16 bytes as 32 upper-case hex characters: the client's IPv4 address, its pid (2 bytes),
+    a random class-loader hash (4 bytes), milliseconds since the start of the month (4 bytes)
+    and a 2-byte counter. The broker indexes them, so `queryMsgById` finds a message by it.
+    """
+
+    __slots__ = ("_counter", "_month_start_ms", "_next_month_start_ms", "_prefix")
+
+    def __init__(self, ip: str, random_bits: int) -> None:
+        try:
+            ip_bytes = socket.inet_aton(ip)
+        except OSError:
+            ip_bytes = socket.inet_aton("127.0.0.1")
+        self._prefix = (
+            (ip_bytes + struct.pack(">HI", os.getpid() & 0xFFFF, random_bits & 0xFFFFFFFF))
+            .hex()
+            .upper()
+        )
+        self._counter = 0
+        self._month_start_ms = 0
+        self._next_month_start_ms = 0
+
+    def next(self, now_ms: int) -> str:
+        """A new id for a message made at `now_ms`."""
+        if now_ms >= self._next_month_start_ms or now_ms < self._month_start_ms:
+            self._set_month(now_ms)
+        self._counter = (self._counter + 1) & 0xFFFF
+        since = (now_ms - self._month_start_ms) & 0xFFFFFFFF
+        return f"{self._prefix}{since:08X}{self._counter:04X}"
+
+    def _set_month(self, now_ms: int) -> None:
+        local = datetime.fromtimestamp(now_ms / 1000, tz=UTC).astimezone()
+        start = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        following = (start.replace(day=28) + _FOUR_DAYS).replace(day=1)
+        self._month_start_ms = int(start.timestamp() * 1000)
+        self._next_month_start_ms = int(following.timestamp() * 1000)
+
+
+_FOUR_DAYS: Final = timedelta(days=4)
+
+
+def batch_msg_ids(ids: Iterable[str]) -> str:
+    """The msg_id of a batch result: the members' ids joined by commas (Java's format)."""
+    return ",".join(ids)

@@ -1,0 +1,1 @@
+"""Producers: queue selection that avoids failing brokers, the automatic batcher, sends."""

@@ -1,0 +1,450 @@
+"""The asyncio producer (RocketMQ's `DefaultMQProducer`).
+
+Sends go to the master of a queue of the topic's route. A send that fails on a broker (no
+connection, timeout, or a code another broker may not give: busy, not writable, topic missing
+there) is tried again on another broker, up to `retry_times` more times within one
+`send_timeout_s` budget; the message keeps its unique id across attempts. Non-OK statuses that
+still mean "stored" (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) are returned,
+not retried, as RocketMQ does by default.
+
+A topic without a route is sent through the route of `TBW102`, so a broker with
+`autoCreateTopicEnable` creates it on first send.
+
+Ordered sends (`send_orderly`) pick the queue from a sharding key (Java's `String.hashCode`
+modulo the queue count, as `SelectMessageQueueByHash` does) and never move to another queue:
+order matters more than availability there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from pocketmq.client.errors import (
+    ClientConfigError,
+    ConnectionFailedError,
+    MessageError,
+    RequestTimeoutError,
+    RocketMQError,
+    TopicNotFoundError,
+)
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.message import (
+    Message,
+    MessageQueue,
+    SendResult,
+    UniqueIdGenerator,
+)
+from pocketmq.client.producer.batcher import Batcher
+from pocketmq.client.producer.fault import QueueChooser
+from pocketmq.client.producer.wire import (
+    AUTO_CREATE_TOPIC,
+    COMPRESS_LEVEL_DEFAULT,
+    COMPRESS_OVER_BYTES_DEFAULT,
+    PreparedSend,
+    prepare_batch,
+    prepare_message,
+    read_send_response,
+    split_batch_result,
+)
+from pocketmq.client.route_cache import TopicPublishInfo, publish_queues
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
+from pocketmq.common.java_hash import java_string_hash
+from pocketmq.runtime.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
+_RETRY_ON_ANOTHER_BROKER: Final = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+    }
+)
+
+QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
+"""Chooses the queue of an ordered send: (queues, message, argument) -> one of the queues."""
+
+
+def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: object) -> MessageQueue:
+    """The queue of a sharding key: Java's `hashCode` (strings) or the int, modulo the count."""
+    code = key if isinstance(key, int) else java_string_hash(str(key))
+    return queues[abs(code) % len(queues)]
+
+
+class Producer:
+    """Sends messages to topics; use `async with Producer(...) as producer:`.
+
+    Example:
+        async with Producer("orders-app", namesrv="127.0.0.1:9876") as producer:
+            result = await producer.send(Message("orders", b"{...}", tags="created"))
+    """
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        instance: ClientInstance | None = None,
+        send_timeout_s: float = 3.0,
+        retry_times: int = 2,
+        compress_over_bytes: int = COMPRESS_OVER_BYTES_DEFAULT,
+        compress_level: int = COMPRESS_LEVEL_DEFAULT,
+        max_message_bytes: int = MAX_MESSAGE_SIZE_DEFAULT,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        auto_batch: bool = False,
+        batch_linger_ms: float = 5.0,
+        batch_max_bytes: int = 256 * 1024,
+        batch_max_count: int = 512,
+        clock: Clock | None = None,
+    ) -> None:
+        """Creates a producer; `start` (or `async with`) connects it.
+
+        Args:
+            group: The producer group (transactions check back with any member of it).
+            namesrv: NameServer addresses (`host:port`, several separated by `;`).
+            instance: A client instance to share with other producers and consumers (then
+                `namesrv` is not needed and closing this producer leaves it running).
+            send_timeout_s: The budget of one send, retries included.
+            retry_times: How many more brokers a failed send tries (sync and async sends).
+            compress_over_bytes: Bodies larger than this are sent zlib-compressed.
+            compress_level: The zlib level for that.
+            max_message_bytes: Larger bodies are refused here, before any network use.
+            default_topic_queue_nums: Queues of a topic created by its first send.
+            auto_batch: Gather concurrent `send`/`send_async` calls into batch requests.
+            batch_linger_ms: How long a message waits for company when batching.
+            batch_max_bytes: A topic's batch is sent once its bodies reach this size.
+            batch_max_count: ... or once it holds this many messages.
+            clock: Wall-clock source (tests pass a fake).
+
+        Raises:
+            ClientConfigError: neither `namesrv` nor `instance`, or a bad setting.
+        """
+        if instance is None and not namesrv:
+            raise ClientConfigError(
+                "no NameServer: pass namesrv='127.0.0.1:9876' (several separated by ';')"
+            )
+        if not group or not group.strip():
+            raise ClientConfigError("the producer group is blank")
+        if retry_times < 0 or send_timeout_s <= 0:
+            raise ClientConfigError("retry_times must be >= 0 and send_timeout_s > 0")
+        self.group = group
+        self._owns_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv or [])
+        self.send_timeout_s = send_timeout_s
+        self.retry_times = retry_times
+        self.compress_over_bytes = compress_over_bytes
+        self.compress_level = compress_level
+        self.max_message_bytes = max_message_bytes
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self._clock = clock or SystemClock()
+        self._ids = UniqueIdGenerator(self.instance.ip, self.instance.rng.getrandbits(32))
+        self._chooser = QueueChooser(self.instance.rng.randrange(1 << 16))
+        self._batcher = (
+            Batcher(
+                self._send_gathered,
+                linger_ms=batch_linger_ms,
+                max_bytes=batch_max_bytes,
+                max_count=batch_max_count,
+            )
+            if auto_batch
+            else None
+        )
+        self._pending: set[asyncio.Future[SendResult]] = set()
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Registers the group and starts the shared background rounds; idempotent."""
+        if self._started:
+            return
+        await self.instance.start()
+        self._ids = UniqueIdGenerator(self.instance.ip, self.instance.rng.getrandbits(32))
+        self.instance.add_producer(self.group)
+        self._started = True
+
+    async def close(self) -> None:
+        """Waits for sends in flight (batched ones included), then leaves the cluster."""
+        if not self._started:
+            return
+        if self._batcher is not None:
+            await self._batcher.close()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        self.instance.remove_producer(self.group)
+        if self._owns_instance:
+            await self.instance.close()
+        self._started = False
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send(self, message: Message, *, queue: MessageQueue | None = None) -> SendResult:
+        """Sends one message and waits for the broker's answer.
+
+        Args:
+            message: The message.
+            queue: Send to this queue (no retry elsewhere); by default the producer chooses.
+
+        Returns:
+            The result; check `status` when flush or replication rules matter.
+
+        Raises:
+            MessageError: the message is refused (size, topic name, properties).
+            TopicNotFoundError: neither the topic nor auto-creation is available.
+            RocketMQError: every attempt failed; the last failure is raised.
+        """
+        self._check_started()
+        if self._batcher is not None and queue is None and message.delay_level <= 0:
+            return await self._batcher.add(message)
+        prepared = self._prepare(message)
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, self.send_timeout_s)
+        return await self._send_with_retries(prepared)
+
+    def send_async(
+        self,
+        message: Message,
+        callback: Callable[[SendResult | None, BaseException | None], object] | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """Starts a send and returns at once; many may be in flight (pipelining).
+
+        The caller bounds its own window (for example with a semaphore): nothing here blocks.
+
+        Args:
+            message: The message.
+            callback: Called with `(result, None)` or `(None, error)` when the send ends.
+
+        Returns:
+            A future of the result; `close` waits for it.
+        """
+        self._check_started()
+        if self._batcher is not None and message.delay_level <= 0:
+            future = self._batcher.add(message)
+        else:
+            future = asyncio.ensure_future(self.send(message))
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        if callback is not None:
+            future.add_done_callback(lambda f: _call_back(f, callback))
+        return future
+
+    async def send_oneway(self, message: Message) -> None:
+        """Sends without waiting for an answer: fastest, and nothing tells if it was stored.
+
+        Raises:
+            MessageError: the message is refused before sending.
+            ConnectionFailedError: the chosen broker cannot be reached.
+        """
+        self._check_started()
+        prepared = self._prepare(message)
+        info = await self._publish_info(prepared.topic)
+        queue = self._chooser.choose(info.queues, self._clock.now_ms())
+        address = await self._master_address(queue.broker_name)
+        header = prepared.header(
+            self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
+        )
+        await self.instance.invoke_oneway(
+            address, RequestCode.SEND_MESSAGE_V2, header, prepared.body
+        )
+
+    async def send_orderly(
+        self,
+        message: Message,
+        sharding_key: object,
+        *,
+        selector: QueueSelector = select_by_hash,
+    ) -> SendResult:
+        """Sends to the queue `selector` picks for `sharding_key`: same key, same queue.
+
+        Messages of one key are stored in the order of their sends if each send waits for
+        the previous one. There is no retry on another queue.
+
+        Raises:
+            RocketMQError: as `send`; also when the selector returns a foreign queue.
+        """
+        self._check_started()
+        prepared = self._prepare(message)
+        info = await self._publish_info(prepared.topic)
+        if not info.queues:
+            raise TopicNotFoundError(f"topic {prepared.topic} has no writable queue")
+        queue = selector(info.queues, message, sharding_key)
+        if queue not in info.queues:
+            raise ClientConfigError(f"the selector chose {queue}, not a queue of the topic")
+        return await self._send_to_queue(prepared, queue, self.send_timeout_s)
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Sends messages of one topic as one request: stored together in one queue.
+
+        Returns:
+            One result; `msg_id` lists every message's id separated by commas and
+            `queue_offset` is the first message's.
+
+        Raises:
+            MessageError: not a valid batch (several topics, a delayed message, too large).
+            RocketMQError: as `send`.
+        """
+        self._check_started()
+        prepared = prepare_batch(
+            messages, self._ids, self._clock.now_ms(), max_message_bytes=self.max_message_bytes
+        )
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, self.send_timeout_s)
+        return await self._send_with_retries(prepared)
+
+    async def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of `topic` (`fetchPublishMessageQueues`)."""
+        return list((await self._publish_info(topic)).queues)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_started(self) -> None:
+        if not self._started:
+            raise ClientConfigError("the producer is not started: call start() or use async with")
+
+    def _prepare(self, message: Message) -> PreparedSend:
+        return prepare_message(
+            message,
+            self._ids,
+            self._clock.now_ms(),
+            compress_over_bytes=self.compress_over_bytes,
+            compress_level=self.compress_level,
+            max_message_bytes=self.max_message_bytes,
+        )
+
+    async def _send_gathered(self, messages: list[Message]) -> list[SendResult]:
+        prepared = prepare_batch(
+            messages, self._ids, self._clock.now_ms(), max_message_bytes=self.max_message_bytes
+        )
+        return split_batch_result(await self._send_with_retries(prepared), prepared)
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        info = self.instance.routes.publish.get(topic)
+        if info is not None and info.queues:
+            return info
+        self.instance.watch_topic(topic)
+        try:
+            await self.instance.fetch_route(topic)
+        except TopicNotFoundError:
+            default = await self.instance.route(AUTO_CREATE_TOPIC)
+            borrowed = publish_queues(topic, default)
+            # The broker creates the topic with this many queues (`defaultTopicQueueNums`).
+            queues = tuple(q for q in borrowed.queues if q.queue_id < self.default_topic_queue_nums)
+            if not queues:
+                raise
+            log.info("topic %s has no route yet: sending through %s", topic, AUTO_CREATE_TOPIC)
+            return TopicPublishInfo(topic, queues)
+        await self.instance.send_heartbeats()
+        return self.instance.routes.publish[topic]
+
+    async def _master_address(self, broker_name: str) -> str:
+        address = self.instance.routes.master_address(broker_name)
+        if address is None:
+            raise ConnectionFailedError(
+                f"broker {broker_name} has no master: it may be down or not registered"
+            )
+        return address
+
+    async def _send_with_retries(self, prepared: PreparedSend) -> SendResult:
+        deadline = time.monotonic() + self.send_timeout_s
+        info = await self._publish_info(prepared.topic)
+        if not info.queues:
+            raise TopicNotFoundError(
+                f"topic {prepared.topic} has no writable queue: check its permissions with "
+                f"`pocketmq admin topicRoute -t {prepared.topic}`"
+            )
+        last_error: RocketMQError | None = None
+        failed_broker: str | None = None
+        for attempt in range(self.retry_times + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if attempt:
+                info = await self._refreshed_publish_info(prepared.topic, info)
+            queue = self._chooser.choose(info.queues, self._clock.now_ms(), failed_broker)
+            try:
+                return await self._send_to_queue(prepared, queue, remaining)
+            except MessageError:
+                raise
+            except RocketMQError as exc:
+                if not (exc.retriable or exc.code in _RETRY_ON_ANOTHER_BROKER):
+                    raise
+                log.debug("send to %s failed (attempt %d): %s", queue, attempt + 1, exc)
+                last_error = exc
+                failed_broker = queue.broker_name
+        if last_error is None:
+            raise RequestTimeoutError(
+                f"send to {prepared.topic} ran out of its {self.send_timeout_s:g} s budget"
+            )
+        raise last_error
+
+    async def _refreshed_publish_info(
+        self, topic: str, current: TopicPublishInfo
+    ) -> TopicPublishInfo:
+        try:
+            await self.instance.fetch_route(topic)
+        except RocketMQError:
+            return current
+        refreshed = self.instance.routes.publish.get(topic)
+        return refreshed if refreshed is not None and refreshed.queues else current
+
+    async def _send_to_queue(
+        self, prepared: PreparedSend, queue: MessageQueue, timeout_s: float
+    ) -> SendResult:
+        address = await self._master_address(queue.broker_name)
+        header = prepared.header(
+            self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
+        )
+        code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
+        started = time.monotonic()
+        try:
+            response = await self.instance.invoke(
+                address, code, header, prepared.body, timeout_s=timeout_s
+            )
+        except RocketMQError:
+            self._chooser.report(
+                queue.broker_name, _elapsed_ms(started), self._clock.now_ms(), failed=True
+            )
+            raise
+        self._chooser.report(
+            queue.broker_name, _elapsed_ms(started), self._clock.now_ms(), failed=False
+        )
+        return read_send_response(
+            response, prepared, queue, f"send to {queue.broker_name} ({address})"
+        )
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _call_back(
+    future: asyncio.Future[SendResult],
+    callback: Callable[[SendResult | None, BaseException | None], object],
+) -> None:
+    if future.cancelled():
+        callback(None, asyncio.CancelledError())
+    elif future.exception() is not None:
+        callback(None, future.exception())
+    else:
+        callback(future.result(), None)
+
+
+__all__ = ["Producer", "QueueSelector", "select_by_hash"]
