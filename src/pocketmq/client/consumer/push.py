@@ -1,0 +1,590 @@
+"""The asyncio push consumer (RocketMQ's `DefaultMQPushConsumer`, concurrent mode).
+
+The consumer pulls its queues with long polling and calls the listener with the messages.
+Which queues are its own is the rebalance's answer (clustering: the group's members share the
+topic's queues through an `AllocateStrategy`; broadcasting: every member reads every queue),
+recomputed every 20 s and at once when the broker reports that members joined or left.
+
+Per queue, one pull task fills a `ProcessQueue`; consumption runs concurrently (a thread pool
+for plain functions, the event loop for coroutine functions, at most `consume_concurrency` at
+a time). A queue holding more than `pull_threshold_for_queue` messages or
+`pull_threshold_size_for_queue_bytes` is not pulled until its listener catches up.
+
+Offsets: the committed offset of a queue is its lowest unfinished message, so nothing is ever
+skipped: a crash or a moved queue only causes redelivery (at least once). Offsets are written
+every `persist_interval_s`, piggybacked on pulls, and at shutdown after the listener finished.
+
+A listener that raises or returns `ConsumeResult.RECONSUME_LATER` gets the message again later:
+clustering consumers hand it back to the broker (CONSUMER_SEND_MSG_BACK, which stores it in
+`%RETRY%<group>` with a growing delay); when the broker cannot take it back, the message is
+consumed again locally after `local_retry_delay_s`. Broadcasting consumers drop failed
+messages, as RocketMQ does.
+
+Not here: orderly consumption (queue locks), which the ordered-messages work adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final
+
+from pocketmq.client.consumer.offset_store import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    LocalOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+    starting_offset,
+)
+from pocketmq.client.consumer.process_queue import ProcessQueue
+from pocketmq.client.consumer.pull_request import (
+    PullStatus,
+    pull_header,
+    read_pull_response,
+)
+from pocketmq.client.consumer.rebalance import (
+    AllocateAveragely,
+    AllocateStrategy,
+)
+from pocketmq.client.errors import ClientConfigError, RocketMQError, SubscriptionError
+from pocketmq.client.instance import ClientInstance
+from pocketmq.client.message import MessageExt, MessageQueue
+from pocketmq.client.route_cache import subscribe_queues
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
+from pocketmq.common.subscription import (
+    SubscriptionData,
+    parse_subscription,
+)
+from pocketmq.common.subscription import (
+    SubscriptionError as ExpressionError,
+)
+from pocketmq.runtime.event_loop import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+BROKER_SUSPEND_MS: Final = 15_000
+"""How long the broker holds a pull that found nothing (long polling)."""
+PULL_TIMEOUT_S: Final = 30.0
+PULL_DELAY_ON_ERROR_S: Final = 3.0
+FLOW_CONTROL_DELAY_S: Final = 0.05
+
+
+class ConsumeResult(enum.Enum):
+    """What a listener says about the messages it was given."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[list[MessageExt]], ConsumeResult | Awaitable[ConsumeResult | None] | None]
+"""Called with 1 to `consume_batch_max_size` messages of one queue; returning None or
+SUCCESS marks them consumed, RECONSUME_LATER or an exception asks for redelivery."""
+
+
+class PushConsumer:
+    """Consumes topics by calling a listener; use `async with PushConsumer(...) as consumer:`.
+
+    Example:
+        consumer = PushConsumer("billing", namesrv="127.0.0.1:9876")
+        consumer.subscribe("orders", "created || paid")
+        consumer.register_listener(handle)          # def handle(messages) -> None
+        async with consumer:
+            await stop_requested.wait()
+    """
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        instance: ClientInstance | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateStrategy | None = None,
+        consume_thread_count: int = 8,
+        consume_concurrency: int = 64,
+        consume_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_bytes: int = 100 * 1024 * 1024,
+        persist_interval_s: float = 5.0,
+        max_reconsume_times: int = 16,
+        local_retry_delay_s: float = 5.0,
+        shutdown_timeout_s: float = 30.0,
+        offset_store_dir: Path | None = None,
+    ) -> None:
+        """Creates a consumer; `subscribe`, `register_listener`, then `start`.
+
+        Args:
+            group: The consumer group.
+            namesrv: NameServer addresses (`host:port`, several separated by `;`).
+            instance: A client instance to share (then `namesrv` is not needed).
+            message_model: CLUSTERING (share the queues) or BROADCASTING (read them all).
+            consume_from_where: Where a queue without a committed offset starts.
+            consume_timestamp_ms: The time CONSUME_FROM_TIMESTAMP starts at (default: 30
+                minutes ago, as RocketMQ).
+            allocate_strategy: How a group shares queues (default: averagely).
+            consume_thread_count: Threads running a plain-function listener.
+            consume_concurrency: Listener calls running at once (threads or coroutines).
+            consume_batch_max_size: Messages per listener call.
+            pull_batch_size: Messages per pull.
+            pull_threshold_for_queue: A queue holding this many unfinished messages is not
+                pulled until the listener catches up.
+            pull_threshold_size_for_queue_bytes: The same limit in body bytes.
+            persist_interval_s: How often offsets are committed.
+            max_reconsume_times: Deliveries before the broker moves a failing message to
+                the dead-letter queue `%DLQ%<group>`.
+            local_retry_delay_s: When a failed message cannot be handed back to the broker,
+                it is consumed again after this delay.
+            shutdown_timeout_s: How long `close` waits for running listener calls.
+            offset_store_dir: Where broadcasting consumers keep offsets (default
+                `~/.rocketmq_offsets`, as RocketMQ).
+
+        Raises:
+            ClientConfigError: no NameServer and no instance, a blank group, or a bad limit.
+        """
+        if instance is None and not namesrv:
+            raise ClientConfigError("no NameServer: pass namesrv='127.0.0.1:9876'")
+        if not group or not group.strip():
+            raise ClientConfigError("the consumer group is blank")
+        if min(consume_thread_count, consume_concurrency, consume_batch_max_size) < 1:
+            raise ClientConfigError("thread count, concurrency and batch sizes must be >= 1")
+        if not 1 <= pull_batch_size <= 1024:
+            raise ClientConfigError("pull_batch_size must be in 1..1024")
+        self.group = group
+        self._owns_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv or [])
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.allocate_strategy = allocate_strategy or AllocateAveragely()
+        self.consume_batch_max_size = consume_batch_max_size
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue_bytes = pull_threshold_size_for_queue_bytes
+        self.persist_interval_s = persist_interval_s
+        self.max_reconsume_times = max_reconsume_times
+        self.local_retry_delay_s = local_retry_delay_s
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._offset_store_dir = offset_store_dir or Path.home() / ".rocketmq_offsets"
+        self._consume_thread_count = consume_thread_count
+        self._slots = asyncio.Semaphore(consume_concurrency)
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._listener: Listener | None = None
+        self._listener_is_async = False
+        self._executor: ThreadPoolExecutor | None = None
+        self._offsets: OffsetStore | None = None
+        self._queues: dict[MessageQueue, ProcessQueue] = {}
+        self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._consume_tasks: set[asyncio.Task[None]] = set()
+        self._persist_task: asyncio.Task[None] | None = None
+        self._rebalance_lock = asyncio.Lock()
+        self._started = False
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consumes `topic`'s messages whose tag matches `expression` (`*`, `a || b`).
+
+        Raises:
+            SubscriptionError: the expression cannot be parsed.
+        """
+        try:
+            data = parse_subscription(topic, expression, sub_version=time.time_ns() // 1_000_000)
+        except ExpressionError as exc:
+            raise SubscriptionError(f"cannot subscribe to {topic}: {exc}") from None
+        self._subscriptions[topic] = data
+        if self._started:
+            self.instance.request_rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stops consuming `topic` (at the next rebalance)."""
+        self._subscriptions.pop(topic, None)
+        if self._started:
+            self.instance.request_rebalance()
+
+    def register_listener(self, listener: Listener) -> None:
+        """Sets the function called with messages (plain or `async def`)."""
+        self._listener = listener
+        self._listener_is_async = inspect.iscoroutinefunction(listener)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Joins the group and starts consuming.
+
+        Raises:
+            ClientConfigError: no listener or no subscription.
+            RocketMQError: no NameServer answers.
+        """
+        if self._started:
+            return
+        if self._listener is None or not self._subscriptions:
+            raise ClientConfigError("call subscribe() and register_listener() before start()")
+        clustering = self.message_model is MessageModel.CLUSTERING
+        if clustering:
+            retry_topic = RETRY_GROUP_TOPIC_PREFIX + self.group
+            self._subscriptions.setdefault(retry_topic, parse_subscription(retry_topic, "*"))
+        await self.instance.start()
+        self._offsets = (
+            RemoteOffsetStore(self.instance, self.group)
+            if clustering
+            else LocalOffsetStore(self._offset_store_dir, self.instance.client_id, self.group)
+        )
+        if not self._listener_is_async:
+            self._executor = ThreadPoolExecutor(
+                self._consume_thread_count, thread_name_prefix=f"consume-{self.group}"
+            )
+        self.instance.add_consumer(self)
+        self._started = True
+        await self.instance.refresh_routes()
+        await self.instance.send_heartbeats()
+        if any(topic not in self.instance.routes.routes for topic in self._subscriptions):
+            # The first heartbeat makes the broker create the retry topic: fetch its route now
+            # rather than at the next refresh round.
+            await self.instance.refresh_routes()
+        await self.rebalance()
+        self._persist_task = asyncio.get_running_loop().create_task(
+            self._persist_periodically(), name=f"persist-{self.group}"
+        )
+        log.info(
+            "consumer %s (%s) started on %s, topics %s",
+            self.group,
+            self.message_model.name,
+            self.instance.client_id,
+            sorted(self._subscriptions),
+        )
+
+    async def close(self) -> None:
+        """Stops pulling, lets running listener calls finish, commits offsets, leaves."""
+        if not self._started:
+            return
+        self._started = False
+        if self._persist_task is not None:
+            await cancel_and_wait(self._persist_task)
+        for task in list(self._pull_tasks.values()):
+            await cancel_and_wait(task)
+        self._pull_tasks.clear()
+        if self._consume_tasks:
+            _, pending = await asyncio.wait(
+                set(self._consume_tasks), timeout=self.shutdown_timeout_s
+            )
+            if pending:
+                log.warning(
+                    "%d listener calls still running after %g s: their messages will be "
+                    "redelivered",
+                    len(pending),
+                    self.shutdown_timeout_s,
+                )
+                for task in pending:
+                    task.cancel()
+        await self._persist_all()
+        await self._unregister()  # the other members rebalance at once
+        self.instance.remove_consumer(self.group)
+        if self._owns_instance:
+            await self.instance.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        log.info("consumer %s closed", self.group)
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def assigned_queues(self) -> list[MessageQueue]:
+        """The queues this consumer reads now."""
+        return sorted(self._queues)
+
+    # -- the instance's view (ConsumerMember) ----------------------------------------------
+
+    def topics(self) -> list[str]:
+        return list(self._subscriptions)
+
+    def heartbeat_entry(self) -> dict[str, Any]:
+        return {
+            "groupName": self.group,
+            "consumeType": ConsumeType.CONSUME_PASSIVELY.name,
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from_where.name,
+            "unitMode": False,
+            "subscriptionDataSet": [
+                {
+                    "classFilterMode": False,
+                    "topic": sub.topic,
+                    "subString": sub.sub_string,
+                    "tagsSet": sorted(sub.tags_set),
+                    "codeSet": sorted(sub.code_set),
+                    "subVersion": sub.sub_version,
+                    "expressionType": sub.expression_type,
+                }
+                for sub in self._subscriptions.values()
+            ],
+        }
+
+    async def rebalance(self) -> None:
+        """Recomputes this consumer's queues and starts or stops their pulls."""
+        if not self._started:
+            return
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            for topic in list(self._subscriptions):
+                route = self.instance.routes.routes.get(topic)
+                if route is None:
+                    continue
+                queues = subscribe_queues(topic, route)
+                if self.message_model is MessageModel.BROADCASTING:
+                    wanted.update(queues)
+                    continue
+                ids = await self.instance.consumer_ids(self.group, topic)
+                if not ids:
+                    log.debug("group %s has no members on the brokers of %s yet", self.group, topic)
+                    wanted.update(q for q in self._queues if q.topic == topic)
+                    continue
+                wanted.update(
+                    self.allocate_strategy.allocate(
+                        self.group, self.instance.client_id, queues, ids
+                    )
+                )
+            await self._apply_assignment(wanted)
+
+    # -- assignment ------------------------------------------------------------------------
+
+    async def _apply_assignment(self, wanted: set[MessageQueue]) -> None:
+        removed = [q for q in self._queues if q not in wanted]
+        added = sorted(q for q in wanted if q not in self._queues)
+        for queue in removed:
+            process_queue = self._queues.pop(queue)
+            process_queue.dropped = True
+            task = self._pull_tasks.pop(queue, None)
+            if task is not None:
+                await cancel_and_wait(task)
+            assert self._offsets is not None
+            self._offsets.update(queue, process_queue.commit_offset())
+            await self._offsets.persist([queue])
+            self._offsets.forget(queue)
+        for queue in added:
+            assert self._offsets is not None
+            try:
+                offset = await starting_offset(
+                    self.instance,
+                    self._offsets,
+                    queue,
+                    self.consume_from_where,
+                    self.consume_timestamp_ms or (time.time_ns() // 1_000_000 - 1_800_000),
+                )
+            except RocketMQError as exc:
+                log.warning("cannot find where to start %s: %s; next rebalance retries", queue, exc)
+                continue
+            process_queue = ProcessQueue(offset)
+            self._queues[queue] = process_queue
+            self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
+                self._pull_loop(queue, process_queue), name=f"pull-{queue}"
+            )
+        if removed or added:
+            log.info(
+                "group %s on %s: %d queues (+%d -%d)",
+                self.group,
+                self.instance.client_id,
+                len(self._queues),
+                len(added),
+                len(removed),
+            )
+
+    # -- pulling ---------------------------------------------------------------------------
+
+    async def _pull_loop(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        subscription = self._subscriptions.get(queue.topic) or parse_subscription(queue.topic, "*")
+        while not process_queue.dropped:
+            if (
+                process_queue.held_count >= self.pull_threshold_for_queue
+                or process_queue.held_bytes >= self.pull_threshold_size_for_queue_bytes
+            ):
+                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
+                continue
+            try:
+                await self._pull_once(queue, process_queue, subscription)
+            except asyncio.CancelledError:
+                raise
+            except RocketMQError as exc:
+                log.warning("pull of %s failed: %s; retrying in %g s", queue, exc, 3.0)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                with contextlib.suppress(RocketMQError):
+                    await self.instance.fetch_route(queue.topic)
+
+    async def _pull_once(
+        self, queue: MessageQueue, process_queue: ProcessQueue, subscription: SubscriptionData
+    ) -> None:
+        address = self.instance.routes.master_address(
+            queue.broker_name
+        ) or self.instance.routes.any_address(queue.broker_name)
+        if address is None:
+            raise RocketMQError(f"broker {queue.broker_name} has no known address")
+        offset = process_queue.next_offset
+        assert self._offsets is not None
+        commit = (
+            self._offsets.current(queue) if self.message_model is MessageModel.CLUSTERING else 0
+        )
+        header = pull_header(
+            self.group,
+            queue,
+            offset,
+            subscription,
+            max_nums=self.pull_batch_size,
+            commit_offset=commit,
+            suspend_timeout_ms=BROKER_SUSPEND_MS,
+        )
+        response = await self.instance.invoke(
+            address, RequestCode.PULL_MESSAGE, header, timeout_s=PULL_TIMEOUT_S
+        )
+        result = read_pull_response(response, queue, offset, subscription, f"pull of {queue}")
+        if process_queue.dropped:
+            return
+        if result.status is PullStatus.FOUND:
+            process_queue.add(result.messages, result.next_begin_offset)
+            if not result.messages:
+                self._offsets.update(queue, process_queue.commit_offset())
+            for start in range(0, len(result.messages), self.consume_batch_max_size):
+                chunk = result.messages[start : start + self.consume_batch_max_size]
+                self._submit(queue, process_queue, chunk)
+        elif result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning(
+                "offset %d of %s is gone (queue holds %d..%d): going on from %d",
+                offset,
+                queue,
+                result.min_offset,
+                result.max_offset,
+                result.next_begin_offset,
+            )
+            process_queue.reset(result.next_begin_offset)
+            self._offsets.update(queue, result.next_begin_offset, increase_only=False)
+            await self._offsets.persist([queue])
+        else:
+            process_queue.next_offset = result.next_begin_offset
+            if process_queue.held_count == 0:
+                self._offsets.update(queue, process_queue.commit_offset())
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def _submit(
+        self, queue: MessageQueue, process_queue: ProcessQueue, messages: list[MessageExt]
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._consume(queue, process_queue, messages))
+        self._consume_tasks.add(task)
+        task.add_done_callback(self._consume_tasks.discard)
+
+    async def _consume(
+        self,
+        queue: MessageQueue,
+        process_queue: ProcessQueue,
+        messages: list[MessageExt],
+    ) -> None:
+        async with self._slots:
+            result = await self._call_listener(messages)
+        if result is ConsumeResult.RECONSUME_LATER:
+            messages = await self._hand_back(messages)
+            if messages and not process_queue.dropped:
+                await asyncio.sleep(self.local_retry_delay_s)
+                if not process_queue.dropped:
+                    self._submit(queue, process_queue, messages)
+                return
+        process_queue.finish(m.queue_offset for m in messages)
+        if not process_queue.dropped:
+            assert self._offsets is not None
+            self._offsets.update(queue, process_queue.commit_offset())
+
+    async def _call_listener(self, messages: list[MessageExt]) -> ConsumeResult:
+        listener = self._listener
+        assert listener is not None
+        try:
+            if self._listener_is_async:
+                outcome = await listener(messages)  # type: ignore[misc]
+            else:
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(self._executor, listener, messages)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning(
+                "listener of %s failed on %d messages (first %s at %s offset %d): redelivering",
+                self.group,
+                len(messages),
+                messages[0].msg_id,
+                messages[0].queue,
+                messages[0].queue_offset,
+                exc_info=True,
+            )
+            return ConsumeResult.RECONSUME_LATER
+        if outcome is None or outcome is ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        return ConsumeResult.RECONSUME_LATER
+
+    async def _hand_back(self, messages: list[MessageExt]) -> list[MessageExt]:
+        """Hands failed messages back to the broker; returns those it did not take."""
+        if self.message_model is MessageModel.BROADCASTING:
+            for message in messages:
+                log.warning("broadcast message %s failed and is dropped", message.msg_id)
+            return []
+        return [message for message in messages if not await self._send_back(message)]
+
+    async def _send_back(self, message: MessageExt) -> bool:
+        address = self.instance.routes.master_address(message.queue.broker_name)
+        if address is None:
+            return False
+        header = {
+            "offset": str(message.commit_log_offset),
+            "group": self.group,
+            "delayLevel": "0",
+            "originMsgId": message.msg_id,
+            "originTopic": message.topic,
+            "unitMode": "false",
+            "maxReconsumeTimes": str(self.max_reconsume_times),
+        }
+        try:
+            response = await self.instance.invoke(
+                address, RequestCode.CONSUMER_SEND_MSG_BACK, header
+            )
+        except RocketMQError as exc:
+            log.debug("send-back of %s failed: %s", message.msg_id, exc)
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.debug("broker refused send-back of %s: %s", message.msg_id, response.remark)
+            return False
+        return True
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    async def _persist_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            await self._persist_all()
+
+    async def _persist_all(self) -> None:
+        if self._offsets is None:
+            return
+        for queue, process_queue in self._queues.items():
+            self._offsets.update(queue, process_queue.commit_offset())
+        await self._offsets.persist(list(self._queues))
+
+    async def _unregister(self) -> None:
+        for address in self.instance.routes.all_broker_addresses():
+            with contextlib.suppress(RocketMQError):
+                await self.instance.invoke(
+                    address,
+                    RequestCode.UNREGISTER_CLIENT,
+                    {"clientID": self.instance.client_id, "consumerGroup": self.group},
+                    timeout_s=1.0,
+                )
