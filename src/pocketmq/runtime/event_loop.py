@@ -19,6 +19,15 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main)
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop (uvloop when available), not yet running."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     """Cancels a background task and waits until it has stopped."""
     task.cancel()

@@ -1,0 +1,63 @@
+"""The blocking push consumer: `pocketmq.client.aio.PushConsumer` for code without an event
+loop. The listener is a plain function, called on the consumer's worker threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pocketmq.client.blocking.loop import BackgroundLoop
+from pocketmq.client.consumer import push as aio
+from pocketmq.client.message import MessageQueue
+
+
+class PushConsumer:
+    """Consumes topics by calling a listener; `with PushConsumer(...) as consumer:`."""
+
+    def __init__(self, group: str, *, loop: BackgroundLoop | None = None, **options: Any) -> None:
+        """Creates a consumer.
+
+        Args:
+            group: The consumer group.
+            loop: A background loop to share with other blocking clients.
+            **options: The keyword arguments of `pocketmq.client.aio.PushConsumer`
+                (`namesrv`, `message_model`, `consume_from_where`, `consume_thread_count`...).
+        """
+        self._background = (loop or BackgroundLoop()).acquire()
+        self.aio = aio.PushConsumer(group, **options)
+
+    @property
+    def group(self) -> str:
+        return self.aio.group
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consumes `topic`'s messages whose tag matches `expression` (`*`, `a || b`)."""
+        self.aio.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.aio.unsubscribe(topic)
+
+    def register_listener(self, listener: aio.Listener) -> None:
+        """Sets the function called with messages; it runs on worker threads."""
+        self.aio.register_listener(listener)
+
+    def start(self) -> None:
+        """Joins the group and starts consuming."""
+        self._background.call(self.aio.start())
+
+    def close(self) -> None:
+        """Stops, lets running listener calls finish, commits offsets, leaves."""
+        try:
+            self._background.call(self.aio.close())
+        finally:
+            self._background.release()
+
+    def __enter__(self) -> PushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def assigned_queues(self) -> list[MessageQueue]:
+        return self.aio.assigned_queues

@@ -1,0 +1,395 @@
+"""The client's behaviour, run once through the asyncio API and once through the blocking one.
+
+Each scenario is written once against a thin driver: `AioApi` awaits the asyncio clients,
+`BlockingApi` runs the blocking clients' calls on worker threads (as a threaded program
+would). Both talk to a real NameServer and broker on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pocketmq.client as blocking
+import pocketmq.client.aio as aio
+from pocketmq.client import (
+    ClientConfigError,
+    ConnectionFailedError,
+    Message,
+    MessageError,
+    MessageExt,
+    MessageModel,
+    SendStatus,
+)
+from pocketmq.testing.cluster import InProcessCluster
+
+WAIT_S = 20.0
+
+
+class _Proxy:
+    """Every method of the wrapped client becomes a coroutine, whatever the API."""
+
+    def __init__(self, target: Any, run: Callable[..., Any]) -> None:
+        self.target = target
+        self._run = run
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.target, name)
+        if not callable(attribute):
+            return attribute
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._run(attribute, *args, **kwargs)
+
+        return call
+
+
+async def _await_if_needed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    result = function(*args, **kwargs)
+    return await result if inspect.iscoroutine(result) else result
+
+
+class AioApi:
+    name = "aio"
+
+    def producer(self, **options: Any) -> _Proxy:
+        return _Proxy(aio.Producer(**options), _await_if_needed)
+
+    def push_consumer(self, group: str, **options: Any) -> _Proxy:
+        return _Proxy(aio.PushConsumer(group, **options), _await_if_needed)
+
+
+class BlockingApi:
+    name = "blocking"
+
+    def producer(self, **options: Any) -> _Proxy:
+        return _Proxy(blocking.Producer(**options), asyncio.to_thread)
+
+    def push_consumer(self, group: str, **options: Any) -> _Proxy:
+        return _Proxy(blocking.PushConsumer(group, **options), asyncio.to_thread)
+
+
+@pytest.fixture(params=[AioApi, BlockingApi], ids=["aio", "blocking"])
+def api(request: pytest.FixtureRequest) -> Any:
+    return request.param()
+
+
+class Collector:
+    """A thread-safe listener that records what it got and can fail on purpose."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.messages: list[MessageExt] = []
+        self._lock = threading.Lock()
+        self._fail_left = fail_first
+        self.calls = 0
+
+    def __call__(self, messages: list[MessageExt]) -> None:
+        with self._lock:
+            self.calls += 1
+            if self._fail_left > 0:
+                self._fail_left -= 1
+                raise RuntimeError("failing on purpose")
+            self.messages.extend(messages)
+
+    def ids(self) -> set[str]:
+        with self._lock:
+            return {m.msg_id for m in self.messages}
+
+    async def wait_for(self, count: int, timeout_s: float = WAIT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if len(self.ids()) >= count:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"got {len(self.ids())} distinct messages, expected {count}")
+
+
+async def _consumer(
+    api: Any,
+    namesrv: str,
+    group: str,
+    topic: str,
+    listener: Collector,
+    expression: str = "*",
+    **options: Any,
+) -> _Proxy:
+    consumer = api.push_consumer(group, namesrv=namesrv, **options)
+    await consumer.subscribe(topic, expression)
+    await consumer.register_listener(listener)
+    await consumer.start()
+    return consumer
+
+
+async def _result(outcome: Any) -> Any:
+    """The result of a send_async future of either API."""
+    if isinstance(outcome, concurrent.futures.Future):
+        return await asyncio.wrap_future(outcome)
+    return await outcome
+
+
+def _run(scenario: Any) -> None:
+    asyncio.run(asyncio.wait_for(scenario, 60))
+
+
+def test_messages_arrive_with_keys_tags_properties_and_bodies_intact(
+    api: Any, pocketmq_cluster: InProcessCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        sent = {}
+        try:
+            await producer.send(Message("Intact", b"warm-up creates the topic"))
+            collector = Collector()
+            consumer = await _consumer(api, namesrv, "g-intact", "Intact", collector)
+            try:
+                for i in range(20):
+                    body = bytes([i]) * (10_000 if i % 5 == 0 else 100 + i)  # some compressed
+                    message = Message(
+                        "Intact",
+                        body,
+                        tags=f"tag{i % 3}",
+                        keys=[f"k{i}", f"order-{i}"],
+                        properties={"n": str(i), "utf": "é✓"},
+                    )
+                    result = await producer.send(message)
+                    assert result.status is SendStatus.SEND_OK
+                    sent[result.msg_id] = message
+                await collector.wait_for(len(sent) + 1)
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        got = {m.msg_id: m for m in collector.messages}
+        for msg_id, message in sent.items():
+            received = got[msg_id]
+            assert received.body == message.body
+            assert received.tags == message.tags
+            assert received.keys == message.keys
+            assert received.user_properties == message.properties
+            assert received.topic == "Intact"
+
+    _run(scenario())
+
+
+def test_tag_expression_selects_messages(api: Any, pocketmq_cluster: InProcessCluster) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            await producer.send(Message("Tags", b"x", tags="warm"))
+            collector = Collector()
+            consumer = await _consumer(api, namesrv, "g-tags", "Tags", collector, "a || b")
+            try:
+                for tag in ["a", "b", "c", "a", None, "bb"]:
+                    await producer.send(Message("Tags", tag.encode() if tag else b"-", tags=tag))
+                await collector.wait_for(3)
+                await asyncio.sleep(0.3)  # a wrongly delivered message would arrive by now
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        assert sorted(m.tags or "" for m in collector.messages) == ["a", "a", "b"]
+
+    _run(scenario())
+
+
+def test_batch_ordered_async_and_oneway_sends_are_all_consumed(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            await producer.send(Message("Mixed", b"warm"))
+            collector = Collector()
+            consumer = await _consumer(api, namesrv, "g-mixed", "Mixed", collector)
+            try:
+                batch = await producer.send_batch([Message("Mixed", b"b%d" % i) for i in range(5)])
+                assert len(batch.msg_id.split(",")) == 5
+                queues = {
+                    (await producer.send_orderly(Message("Mixed", b"o%d" % i), "key-7")).queue
+                    for i in range(5)
+                }
+                assert len(queues) == 1, "one sharding key, one queue"
+                futures = [
+                    await producer.send_async(Message("Mixed", b"a%d" % i)) for i in range(5)
+                ]
+                for future in futures:
+                    result = await _result(future)
+                    assert result.status is SendStatus.SEND_OK
+                await producer.send_oneway(Message("Mixed", b"oneway"))
+                await collector.wait_for(1 + 5 + 5 + 5 + 1)
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        bodies = sorted(m.body for m in collector.messages)
+        assert b"oneway" in bodies
+        assert [m.queue_offset for m in collector.messages if m.body.startswith(b"b")] == sorted(
+            m.queue_offset for m in collector.messages if m.body.startswith(b"b")
+        )
+
+    _run(scenario())
+
+
+def test_failed_listener_gets_the_message_again(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            await producer.send(Message("Redeliver", b"warm"))
+            collector = Collector(fail_first=2)
+            consumer = await _consumer(
+                api, namesrv, "g-redeliver", "Redeliver", collector, local_retry_delay_s=0.2
+            )
+            try:
+                await collector.wait_for(1)
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        assert collector.calls == 3
+
+    _run(scenario())
+
+
+def test_broadcasting_consumers_each_get_every_message(
+    api: Any, pocketmq_cluster: InProcessCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        collectors = [Collector(), Collector()]
+        try:
+            await producer.send(Message("Broadcast", b"warm"))
+            consumers = [
+                await _consumer(
+                    api,
+                    namesrv,
+                    "g-broadcast",
+                    "Broadcast",
+                    collector,
+                    message_model=MessageModel.BROADCASTING,
+                    offset_store_dir=tmp_path / f"offsets-{i}",
+                    consume_from_where=aio.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                )
+                for i, collector in enumerate(collectors)
+            ]
+            try:
+                for i in range(10):
+                    await producer.send(Message("Broadcast", b"m%d" % i))
+                for collector in collectors:
+                    await collector.wait_for(11)
+            finally:
+                for consumer in consumers:
+                    await consumer.close()
+        finally:
+            await producer.close()
+        assert collectors[0].ids() == collectors[1].ids()
+        assert len(list((tmp_path / "offsets-0").rglob("offsets.json"))) == 1
+
+    _run(scenario())
+
+
+def test_offsets_committed_at_close_are_where_the_next_consumer_starts(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            await producer.send(Message("Resume", b"first"))
+            first = Collector()
+            consumer = await _consumer(api, namesrv, "g-resume", "Resume", first)
+            await first.wait_for(1)
+            await consumer.close()
+            for i in range(5):
+                await producer.send(Message("Resume", b"later%d" % i))
+            second = Collector()
+            consumer = await _consumer(api, namesrv, "g-resume", "Resume", second)
+            try:
+                await second.wait_for(5)
+                await asyncio.sleep(0.3)
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        assert sorted(m.body for m in second.messages) == [b"later%d" % i for i in range(5)]
+
+    _run(scenario())
+
+
+def test_auto_batching_gives_each_message_its_own_result(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv, auto_batch=True, batch_linger_ms=20)
+        await producer.start()
+        try:
+            futures = [
+                await producer.send_async(Message("AutoBatch", b"m%d" % i)) for i in range(50)
+            ]
+            results = [await _result(f) for f in futures]
+        finally:
+            await producer.close()
+        assert len({r.msg_id for r in results}) == 50
+        offsets = sorted((r.queue.queue_id, r.queue_offset) for r in results)
+        assert len(set(offsets)) == 50, "each message has its own queue offset"
+
+    _run(scenario())
+
+
+def test_bad_input_fails_before_the_network_with_a_clear_error(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        producer = api.producer(
+            group="p", namesrv=pocketmq_cluster.namesrv_addr, max_message_bytes=1024
+        )
+        await producer.start()
+        try:
+            with pytest.raises(MessageError, match="over the 1024-byte limit"):
+                await producer.send(Message("Fine", b"x" * 2000))
+            with pytest.raises(MessageError, match="illegal characters"):
+                await producer.send(Message("bad topic!", b"x"))
+            with pytest.raises(MessageError, match="body is empty"):
+                await producer.send(Message("Fine", b""))
+            with pytest.raises(MessageError, match="use the Message fields"):
+                await producer.send(Message("Fine", b"x", properties={"TAGS": "t"}))
+        finally:
+            await producer.close()
+
+    _run(scenario())
+
+
+def test_no_nameserver_is_a_clear_error(api: Any) -> None:
+    async def scenario() -> None:
+        producer = api.producer(group="p", namesrv="127.0.0.1:1", send_timeout_s=1.0)
+        await producer.start()
+        try:
+            with pytest.raises(ConnectionFailedError, match="no NameServer answers"):
+                await producer.send(Message("Nowhere", b"x"))
+        finally:
+            await producer.close()
+        with pytest.raises(ClientConfigError, match="no NameServer"):
+            api.producer(group="p")
+
+    _run(scenario())
