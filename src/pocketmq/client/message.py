@@ -134,8 +134,6 @@ class MessageExt:
         queue: The queue it was read from.
         queue_offset: Its position in that queue.
         commit_log_offset: Its position in the broker's CommitLog.
-        msg_id: The producer's unique id (UNIQ_KEY), or the offset id when there is none.
-        offset_msg_id: The store host and CommitLog offset (`queryMsgById`).
         born_timestamp_ms: When the producer made it.
         store_timestamp_ms: When the broker stored it.
         born_host: The producer's address.
@@ -151,8 +149,6 @@ class MessageExt:
     queue: MessageQueue
     queue_offset: int
     commit_log_offset: int
-    msg_id: str
-    offset_msg_id: str
     born_timestamp_ms: int
     store_timestamp_ms: int
     born_host: HostAddress
@@ -160,6 +156,16 @@ class MessageExt:
     reconsume_times: int
     flag: int
     sys_flag: int
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker's id: store host and CommitLog offset (`queryMsgById`)."""
+        return create_offset_msg_id(self.store_host, self.commit_log_offset)
+
+    @property
+    def msg_id(self) -> str:
+        """The producer's unique id (UNIQ_KEY), or the offset id when there is none."""
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or self.offset_msg_id
 
     @property
     def tags(self) -> str | None:
@@ -189,7 +195,6 @@ class MessageExt:
         if stored.sys_flag & COMPRESSED_FLAG:
             body = zlib.decompress(body)
         properties = stored.properties
-        offset_msg_id = create_offset_msg_id(stored.store_host, stored.physical_offset)
         topic = properties.get(PROPERTY_RETRY_TOPIC) or stored.topic
         return cls(
             topic=topic,
@@ -198,8 +203,6 @@ class MessageExt:
             queue=MessageQueue(stored.topic, broker_name, stored.queue_id),
             queue_offset=stored.queue_offset,
             commit_log_offset=stored.physical_offset,
-            msg_id=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or offset_msg_id,
-            offset_msg_id=offset_msg_id,
             born_timestamp_ms=stored.born_timestamp,
             store_timestamp_ms=stored.store_timestamp,
             born_host=stored.born_host,
