@@ -393,3 +393,40 @@ def test_no_nameserver_is_a_clear_error(api: Any) -> None:
             api.producer(group="p")
 
     _run(scenario())
+
+
+def test_consume_from_timestamp_starts_at_that_time(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            for i in range(4):
+                await producer.send(Message("Since", b"old%d" % i))
+            await asyncio.sleep(0.05)  # store timestamps have millisecond resolution
+            since_ms = time.time_ns() // 1_000_000
+            await asyncio.sleep(0.05)
+            for i in range(4):
+                await producer.send(Message("Since", b"new%d" % i))
+            collector = Collector()
+            consumer = await _consumer(
+                api,
+                namesrv,
+                "g-since",
+                "Since",
+                collector,
+                consume_from_where=aio.ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+                consume_timestamp_ms=since_ms,
+            )
+            try:
+                await collector.wait_for(4)
+                await asyncio.sleep(0.3)  # an old message would arrive by now
+            finally:
+                await consumer.close()
+        finally:
+            await producer.close()
+        assert sorted(m.body for m in collector.messages) == [b"new%d" % i for i in range(4)]
+
+    _run(scenario())

@@ -32,8 +32,13 @@ log = logging.getLogger(__name__)
 class OffsetStore(Protocol):
     """A consumer group's offsets, per queue."""
 
-    async def read(self, queue: MessageQueue) -> int:
-        """The stored offset of `queue`, or -1 when there is none."""
+    async def read(self, queue: MessageQueue, *, zero_if_not_found: bool = True) -> int:
+        """The stored offset of `queue`, or -1 when there is none.
+
+        With `zero_if_not_found`, a broker answers 0 instead of "none" for a young queue
+        still in memory (RocketMQ's rule that lets a new group read a new topic from its
+        start); consume-from-timestamp turns it off to start exactly where it was asked.
+        """
         ...
 
     def update(self, queue: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
@@ -78,7 +83,7 @@ class RemoteOffsetStore(_MemoryTable):
         self._group = group
         self._persisted: dict[MessageQueue, int] = {}
 
-    async def read(self, queue: MessageQueue) -> int:
+    async def read(self, queue: MessageQueue, *, zero_if_not_found: bool = True) -> int:
         """The group's committed offset on the broker, or -1 when it has none.
 
         Raises:
@@ -93,7 +98,12 @@ class RemoteOffsetStore(_MemoryTable):
         response = await self._instance.invoke(
             address,
             RequestCode.QUERY_CONSUMER_OFFSET,
-            {"consumerGroup": self._group, "topic": queue.topic, "queueId": str(queue.queue_id)},
+            {
+                "consumerGroup": self._group,
+                "topic": queue.topic,
+                "queueId": str(queue.queue_id),
+                "setZeroIfNotFound": "true" if zero_if_not_found else "false",
+            },
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
@@ -169,7 +179,8 @@ class LocalOffsetStore(_MemoryTable):
                 self.offsets[queue] = int(offset)
             return
 
-    async def read(self, queue: MessageQueue) -> int:
+    async def read(self, queue: MessageQueue, *, zero_if_not_found: bool = True) -> int:
+        del zero_if_not_found  # a local file has no young-queue rule
         if not self._loaded:
             self._load()
         return self.offsets.get(queue, -1)
@@ -221,14 +232,15 @@ async def starting_offset(
     Raises:
         RocketMQError: the broker cannot be asked.
     """
-    stored = await store.read(queue)
+    from_timestamp = consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+    stored = await store.read(queue, zero_if_not_found=not from_timestamp)
     if stored >= 0:
         return stored
     if queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return 0
     if consume_from_where in _FROM_FIRST:
         return await min_offset(instance, queue)
-    if consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+    if from_timestamp:
         return await offset_at(instance, queue, consume_timestamp_ms)
     return await max_offset(instance, queue)
 
