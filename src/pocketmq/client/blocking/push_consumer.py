@@ -29,9 +29,9 @@ class PushConsumer:
     def group(self) -> str:
         return self.aio.group
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consumes `topic`'s messages whose tag matches `expression` (`*`, `a || b`)."""
-        self.aio.subscribe(topic, expression)
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
+        """Consumes `topic`'s messages that match `expression` (see `aio.PushConsumer`)."""
+        self.aio.subscribe(topic, expression, expression_type=expression_type)
 
     def unsubscribe(self, topic: str) -> None:
         self.aio.unsubscribe(topic)

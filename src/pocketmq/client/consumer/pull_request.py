@@ -20,7 +20,7 @@ from pocketmq.client.message import MessageExt, MessageQueue
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PROPERTY_TAGS
 from pocketmq.common.stored_message import MessageDecodeError, decode_records
-from pocketmq.common.subscription import SubscriptionData
+from pocketmq.common.subscription import SubscriptionData, is_tag_type
 from pocketmq.remoting.command import RemotingCommand
 
 FLAG_COMMIT_OFFSET: Final = 0x1
@@ -138,7 +138,11 @@ def read_pull_response(
             records = decode_records(response.body, check_crc=False)
         except MessageDecodeError as exc:
             raise ProtocolError(f"{what}: the broker sent bad messages: {exc}") from None
-        tags_wanted = None if subscription.takes_all else subscription.tags_set
+        tags_wanted = (
+            subscription.tags_set
+            if is_tag_type(subscription.expression_type) and not subscription.takes_all
+            else None
+        )
         for record in records:
             if record.queue_offset < offset:
                 continue

@@ -192,14 +192,23 @@ class PushConsumer:
 
     # -- setup -----------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consumes `topic`'s messages whose tag matches `expression` (`*`, `a || b`).
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
+        """Consumes `topic`'s messages that match `expression`.
+
+        Args:
+            topic: The topic.
+            expression: For TAG, `*` or tags joined by `||` (`a || b`); for SQL92, a condition
+                on message properties (`region = 'eu' AND amount > 100`), which brokers with
+                `enablePropertyFilter=true` evaluate.
+            expression_type: `TAG` or `SQL92`.
 
         Raises:
             SubscriptionError: the expression cannot be parsed.
         """
         try:
-            data = parse_subscription(topic, expression, sub_version=time.time_ns() // 1_000_000)
+            data = parse_subscription(
+                topic, expression, expression_type, sub_version=time.time_ns() // 1_000_000
+            )
         except ExpressionError as exc:
             raise SubscriptionError(f"cannot subscribe to {topic}: {exc}") from None
         self._subscriptions[topic] = data
