@@ -22,6 +22,7 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offset_handlers import OffsetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import PullHandler
+from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
 from pocketmq.broker.send import SendHandler
 from pocketmq.broker.topics import TopicConfig, TopicTable
@@ -91,6 +92,7 @@ class BrokerServer:
         )
         self.offsets = ConsumerOffsetTable()
         self.clients = ClientRegistry(config.channel_expired_timeout_ms)
+        self.queue_locks = QueueLockTable()
         self.registrar: NameServerRegistrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
@@ -211,6 +213,7 @@ class BrokerServer:
             RequestCode.SEND_BATCH_MESSAGE: send.handle,
             RequestCode.PULL_MESSAGE: pull.handle,
             **OffsetHandlers(store, self.offsets, self.topics).routes(),
+            **QueueLockHandlers(self.queue_locks, self.clock).routes(),
             **admin.routes(),
             **self._admin_stats.routes(),
         }
