@@ -14,7 +14,7 @@ The same classes as coroutines are in `pocketmq.client.aio`; both share one impl
 from pocketmq.client.blocking.loop import BackgroundLoop
 from pocketmq.client.blocking.producer import Producer
 from pocketmq.client.blocking.push_consumer import PushConsumer
-from pocketmq.client.consumer.push import ConsumeResult
+from pocketmq.client.consumer.listener import ConsumeResult
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateAveragelyByCircle,

@@ -8,7 +8,8 @@
 `pocketmq.client` offers the same classes as blocking calls.
 """
 
-from pocketmq.client.consumer.push import ConsumeResult, Listener, PushConsumer
+from pocketmq.client.consumer.listener import ConsumeResult, Listener
+from pocketmq.client.consumer.push import PushConsumer
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateAveragelyByCircle,

@@ -20,22 +20,23 @@ clustering consumers hand it back to the broker (CONSUMER_SEND_MSG_BACK, which s
 consumed again locally after `local_retry_delay_s`. Broadcasting consumers drop failed
 messages, as RocketMQ does.
 
-Not here: orderly consumption (queue locks), which the ordered-messages work adds.
+With `orderly=True` each queue is consumed one call at a time, in order, under the broker's
+queue lock (`pocketmq.client.consumer.orderly`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
+from pocketmq.client.consumer.listener import ConsumeResult, Listener
 from pocketmq.client.consumer.offset_store import (
     RETRY_GROUP_TOPIC_PREFIX,
     LocalOffsetStore,
@@ -43,6 +44,7 @@ from pocketmq.client.consumer.offset_store import (
     RemoteOffsetStore,
     starting_offset,
 )
+from pocketmq.client.consumer.orderly import OrderlyConsumption
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.consumer.pull_request import (
     PullStatus,
@@ -77,18 +79,6 @@ PULL_DELAY_ON_ERROR_S: Final = 3.0
 FLOW_CONTROL_DELAY_S: Final = 0.05
 
 
-class ConsumeResult(enum.Enum):
-    """What a listener says about the messages it was given."""
-
-    SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-Listener = Callable[[list[MessageExt]], ConsumeResult | Awaitable[ConsumeResult | None] | None]
-"""Called with 1 to `consume_batch_max_size` messages of one queue; returning None or
-SUCCESS marks them consumed, RECONSUME_LATER or an exception asks for redelivery."""
-
-
 class PushConsumer:
     """Consumes topics by calling a listener; use `async with PushConsumer(...) as consumer:`.
 
@@ -121,6 +111,9 @@ class PushConsumer:
         local_retry_delay_s: float = 5.0,
         shutdown_timeout_s: float = 30.0,
         offset_store_dir: Path | None = None,
+        orderly: bool = False,
+        suspend_current_queue_s: float = 1.0,
+        lock_renew_interval_s: float = 20.0,
     ) -> None:
         """Creates a consumer; `subscribe`, `register_listener`, then `start`.
 
@@ -148,6 +141,11 @@ class PushConsumer:
             shutdown_timeout_s: How long `close` waits for running listener calls.
             offset_store_dir: Where broadcasting consumers keep offsets (default
                 `~/.rocketmq_offsets`, as RocketMQ).
+            orderly: Consume each queue one call at a time in queue order, holding the
+                queue's broker lock (clustering); see `pocketmq.client.consumer.orderly`.
+            suspend_current_queue_s: How long an orderly queue waits after a failed call
+                before the same messages are tried again.
+            lock_renew_interval_s: How often an orderly consumer renews its queue locks.
 
         Raises:
             ClientConfigError: no NameServer and no instance, a blank group, or a bad limit.
@@ -177,7 +175,7 @@ class PushConsumer:
         self.shutdown_timeout_s = shutdown_timeout_s
         self._offset_store_dir = offset_store_dir or Path.home() / ".rocketmq_offsets"
         self._consume_thread_count = consume_thread_count
-        self._slots = asyncio.Semaphore(consume_concurrency)
+        self.consume_slots = asyncio.Semaphore(consume_concurrency)
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listener: Listener | None = None
         self._listener_is_async = False
@@ -188,6 +186,16 @@ class PushConsumer:
         self._consume_tasks: set[asyncio.Task[None]] = set()
         self._persist_task: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
+        self._orderly = (
+            OrderlyConsumption(
+                self,
+                locking=message_model is MessageModel.CLUSTERING,
+                suspend_s=suspend_current_queue_s,
+                lock_renew_interval_s=lock_renew_interval_s,
+            )
+            if orderly
+            else None
+        )
         self._started = False
 
     # -- setup -----------------------------------------------------------------------------
@@ -255,6 +263,8 @@ class PushConsumer:
             )
         self.instance.add_consumer(self)
         self._started = True
+        if self._orderly is not None:
+            self._orderly.start()
         await self.instance.refresh_routes()
         await self.instance.send_heartbeats()
         if any(topic not in self.instance.routes.routes for topic in self._subscriptions):
@@ -283,6 +293,8 @@ class PushConsumer:
         for task in list(self._pull_tasks.values()):
             await cancel_and_wait(task)
         self._pull_tasks.clear()
+        if self._orderly is not None:
+            await self._orderly.stop()
         if self._consume_tasks:
             _, pending = await asyncio.wait(
                 set(self._consume_tasks), timeout=self.shutdown_timeout_s
@@ -297,6 +309,8 @@ class PushConsumer:
                 for task in pending:
                     task.cancel()
         await self._persist_all()
+        if self._orderly is not None:
+            await self._orderly.unlock(list(self._queues))
         await self._unregister()  # the other members rebalance at once
         self.instance.remove_consumer(self.group)
         if self._owns_instance:
@@ -377,14 +391,21 @@ class PushConsumer:
         added = sorted(q for q in wanted if q not in self._queues)
         for queue in removed:
             process_queue = self._queues.pop(queue)
-            process_queue.dropped = True
             task = self._pull_tasks.pop(queue, None)
             if task is not None:
                 await cancel_and_wait(task)
+            if self._orderly is not None:
+                await self._orderly.release(queue)  # its running call ends first
+            process_queue.dropped = True
             assert self._offsets is not None
             self._offsets.update(queue, process_queue.commit_offset())
             await self._offsets.persist([queue])
             self._offsets.forget(queue)
+            if self._orderly is not None:
+                await self._orderly.unlock([queue])  # after the commit: the next owner resumes
+        if self._orderly is not None:
+            self._orderly.forget_wanted(wanted)
+            added = await self._orderly.take(added)
         for queue in added:
             assert self._offsets is not None
             try:
@@ -400,6 +421,8 @@ class PushConsumer:
                 continue
             process_queue = ProcessQueue(offset)
             self._queues[queue] = process_queue
+            if self._orderly is not None:
+                self._orderly.begin(queue, process_queue)
             self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
                 self._pull_loop(queue, process_queue), name=f"pull-{queue}"
             )
@@ -466,6 +489,9 @@ class PushConsumer:
             process_queue.add(result.messages, result.next_begin_offset)
             if not result.messages:
                 self._offsets.update(queue, process_queue.commit_offset())
+            if self._orderly is not None:
+                self._orderly.deliver(queue, result.messages)
+                return
             for start in range(0, len(result.messages), self.consume_batch_max_size):
                 chunk = result.messages[start : start + self.consume_batch_max_size]
                 self._submit(queue, process_queue, chunk)
@@ -501,8 +527,8 @@ class PushConsumer:
         process_queue: ProcessQueue,
         messages: list[MessageExt],
     ) -> None:
-        async with self._slots:
-            result = await self._call_listener(messages)
+        async with self.consume_slots:
+            result = await self.call_listener(messages)
         if result is ConsumeResult.RECONSUME_LATER:
             messages = await self._hand_back(messages)
             if messages and not process_queue.dropped:
@@ -510,12 +536,18 @@ class PushConsumer:
                 if not process_queue.dropped:
                     self._submit(queue, process_queue, messages)
                 return
+        self.finished(queue, process_queue, messages)
+
+    def finished(
+        self, queue: MessageQueue, process_queue: ProcessQueue, messages: list[MessageExt]
+    ) -> None:
+        """Marks messages done and moves the queue's offset (unless the queue moved away)."""
         process_queue.finish(m.queue_offset for m in messages)
         if not process_queue.dropped:
             assert self._offsets is not None
             self._offsets.update(queue, process_queue.commit_offset())
 
-    async def _call_listener(self, messages: list[MessageExt]) -> ConsumeResult:
+    async def call_listener(self, messages: list[MessageExt]) -> ConsumeResult:
         listener = self._listener
         assert listener is not None
         try:
@@ -547,16 +579,26 @@ class PushConsumer:
             for message in messages:
                 log.warning("broadcast message %s failed and is dropped", message.msg_id)
             return []
-        return [message for message in messages if not await self._send_back(message)]
+        return [message for message in messages if not await self.send_back(message)]
 
-    async def _send_back(self, message: MessageExt) -> bool:
+    async def send_back(self, message: MessageExt, *, delay_level: int = 0) -> bool:
+        """Hands a failed message back to its broker (CONSUMER_SEND_MSG_BACK).
+
+        Args:
+            message: The message.
+            delay_level: 0 lets the broker pick a growing delay; -1 sends it straight to
+                the dead-letter queue.
+
+        Returns:
+            Whether the broker took it.
+        """
         address = self.instance.routes.master_address(message.queue.broker_name)
         if address is None:
             return False
         header = {
             "offset": str(message.commit_log_offset),
             "group": self.group,
-            "delayLevel": "0",
+            "delayLevel": str(delay_level),
             "originMsgId": message.msg_id,
             "originTopic": message.topic,
             "unitMode": "false",
