@@ -66,6 +66,9 @@ class AioApi:
     def push_consumer(self, group: str, **options: Any) -> _Proxy:
         return _Proxy(aio.PushConsumer(group, **options), _await_if_needed)
 
+    def lite_pull_consumer(self, group: str, **options: Any) -> _Proxy:
+        return _Proxy(aio.LitePullConsumer(group, **options), _await_if_needed)
+
 
 class BlockingApi:
     name = "blocking"
@@ -75,6 +78,9 @@ class BlockingApi:
 
     def push_consumer(self, group: str, **options: Any) -> _Proxy:
         return _Proxy(blocking.PushConsumer(group, **options), asyncio.to_thread)
+
+    def lite_pull_consumer(self, group: str, **options: Any) -> _Proxy:
+        return _Proxy(blocking.LitePullConsumer(group, **options), asyncio.to_thread)
 
 
 @pytest.fixture(params=[AioApi, BlockingApi], ids=["aio", "blocking"])
@@ -428,5 +434,44 @@ def test_consume_from_timestamp_starts_at_that_time(
         finally:
             await producer.close()
         assert sorted(m.body for m in collector.messages) == [b"new%d" % i for i in range(4)]
+
+    _run(scenario())
+
+
+def test_lite_pull_polls_seeks_and_commits(api: Any, pocketmq_cluster: InProcessCluster) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        producer = api.producer(group="p", namesrv=namesrv)
+        await producer.start()
+        try:
+            sent = [
+                (await producer.send(Message("Polled", b"m%d" % i, keys=f"k{i}"))).msg_id
+                for i in range(12)
+            ]
+        finally:
+            await producer.close()
+        consumer = api.lite_pull_consumer(
+            "g-polled",
+            namesrv=namesrv,
+            auto_commit=False,
+            consume_from_where=aio.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        await consumer.subscribe("Polled")
+        await consumer.start()
+        try:
+            got: list[MessageExt] = []
+            deadline = time.monotonic() + WAIT_S
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                got.extend(await consumer.poll(0.5))
+            assert sorted(m.msg_id for m in got) == sorted(sent)
+            queue = got[0].queue
+            first = min(m.queue_offset for m in got if m.queue == queue)
+            await consumer.seek(queue, first)
+            again = await consumer.poll(5.0)
+            assert [(m.queue, m.queue_offset) for m in again[:1]] == [(queue, first)]
+            await consumer.commit({queue: first + 1})
+            assert await consumer.committed(queue) == first + 1
+        finally:
+            await consumer.close()
 
     _run(scenario())

@@ -11,6 +11,7 @@ The same classes as coroutines are in `pocketmq.client.aio`; both share one impl
 (the blocking ones run it on a background event loop thread).
 """
 
+from pocketmq.client.blocking.lite_pull_consumer import LitePullConsumer
 from pocketmq.client.blocking.loop import BackgroundLoop
 from pocketmq.client.blocking.producer import Producer
 from pocketmq.client.blocking.push_consumer import PushConsumer
@@ -46,6 +47,7 @@ __all__ = [
     "ConnectionFailedError",
     "ConsumeFromWhere",
     "ConsumeResult",
+    "LitePullConsumer",
     "Message",
     "MessageError",
     "MessageExt",

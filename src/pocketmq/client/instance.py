@@ -46,6 +46,7 @@ ROUTE_REFRESH_INTERVAL_S: Final = 30.0
 HEARTBEAT_INTERVAL_S: Final = 30.0
 REBALANCE_INTERVAL_S: Final = 20.0
 REQUEST_TIMEOUT_S: Final = 3.0
+MISSING_ROUTE_RETRY_S: Final = 1.0
 
 
 class ConsumerMember(Protocol):
@@ -128,6 +129,7 @@ class ClientInstance:
         self._namesrv_index = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now = asyncio.Event()
+        self._routes_missing = False
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -307,12 +309,14 @@ class ClientInstance:
         for consumer in list(self.consumers.values()):
             topics.update(consumer.topics())
         changed = False
+        self._routes_missing = False
         for topic in sorted(topics):
             before = self.routes.routes.get(topic)
             try:
                 after = await self.fetch_route(topic)
             except TopicNotFoundError:
                 log.debug("route of %s: topic does not exist (yet)", topic)
+                self._routes_missing = True
                 continue
             except (ConnectionFailedError, RequestTimeoutError, ProtocolError) as exc:
                 log.warning("cannot refresh the route of %s: %s", topic, exc)
@@ -393,7 +397,13 @@ class ClientInstance:
 
     async def _refresh_routes_periodically(self) -> None:
         while True:
-            await asyncio.sleep(self.route_refresh_interval_s)
+            # A topic a consumer waits for (a retry topic its first heartbeat just created)
+            # is looked up every second until it appears, not only every 30 s.
+            await asyncio.sleep(
+                min(MISSING_ROUTE_RETRY_S, self.route_refresh_interval_s)
+                if self._routes_missing
+                else self.route_refresh_interval_s
+            )
             await self._guarded(self.refresh_routes, "route refresh")
 
     async def _heartbeat_periodically(self) -> None:

@@ -9,6 +9,7 @@
 """
 
 from pocketmq.client.consumer.listener import ConsumeResult, Listener
+from pocketmq.client.consumer.lite_pull import LitePullConsumer
 from pocketmq.client.consumer.push import PushConsumer
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
@@ -31,6 +32,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeResult",
     "Listener",
+    "LitePullConsumer",
     "Message",
     "MessageExt",
     "MessageModel",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, Self, TypeVar
 
 from pocketmq.runtime.event_loop import new_event_loop
 
@@ -68,6 +68,47 @@ class BackgroundLoop:
             future.cancel()
             raise TimeoutError(f"no result within {timeout_s} s") from None
 
+    def run(self, function: Callable[..., T], *args: Any) -> T:
+        """Calls a plain function on the loop thread (for state only the loop may touch)."""
+
+        async def on_loop() -> T:
+            return function(*args)
+
+        return self.call(on_loop())
+
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Starts `coroutine` on the loop; the future resolves with its outcome."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+
+class _Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class BlockingClient:
+    """What every blocking client shares: its loop, `start`, `close` and `with`."""
+
+    aio: _Startable
+
+    def __init__(self, loop: BackgroundLoop | None) -> None:
+        self._background = (loop or BackgroundLoop()).acquire()
+
+    def start(self) -> None:
+        """Connects and joins the cluster."""
+        self._background.call(self.aio.start())
+
+    def close(self) -> None:
+        """Leaves the cluster (see the asyncio client's `close`), then stops the loop."""
+        try:
+            self._background.call(self.aio.close())
+        finally:
+            self._background.release()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -12,12 +12,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pocketmq.client.blocking.loop import BackgroundLoop
+from pocketmq.client.blocking.loop import BackgroundLoop, BlockingClient
 from pocketmq.client.message import Message, MessageQueue, SendResult
 from pocketmq.client.producer import producer as aio
 
 
-class Producer:
+class Producer(BlockingClient):
     """Sends messages; use `with Producer("group", namesrv="127.0.0.1:9876") as producer:`."""
 
     def __init__(
@@ -37,31 +37,13 @@ class Producer:
             **options: The keyword arguments of `pocketmq.client.aio.Producer` (`namesrv`,
                 `send_timeout_s`, `retry_times`, `auto_batch`, ...).
         """
-        self._background = (loop or BackgroundLoop()).acquire()
+        super().__init__(loop)
         self._window = threading.BoundedSemaphore(max_async_in_flight)
         self.aio = aio.Producer(group, **options)
 
     @property
     def group(self) -> str:
         return self.aio.group
-
-    def start(self) -> None:
-        """Connects and registers the group."""
-        self._background.call(self.aio.start())
-
-    def close(self) -> None:
-        """Waits for sends in flight, leaves the cluster and stops the background loop."""
-        try:
-            self._background.call(self.aio.close())
-        finally:
-            self._background.release()
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def send(self, message: Message, *, queue: MessageQueue | None = None) -> SendResult:
         """Sends one message and waits for the answer (see `aio.Producer.send`)."""

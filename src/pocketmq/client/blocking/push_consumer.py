@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pocketmq.client.blocking.loop import BackgroundLoop
+from pocketmq.client.blocking.loop import BackgroundLoop, BlockingClient
 from pocketmq.client.consumer import push as aio
 from pocketmq.client.message import MessageQueue
 
 
-class PushConsumer:
+class PushConsumer(BlockingClient):
     """Consumes topics by calling a listener; `with PushConsumer(...) as consumer:`."""
 
     def __init__(self, group: str, *, loop: BackgroundLoop | None = None, **options: Any) -> None:
@@ -22,7 +22,7 @@ class PushConsumer:
             **options: The keyword arguments of `pocketmq.client.aio.PushConsumer`
                 (`namesrv`, `message_model`, `consume_from_where`, `consume_thread_count`...).
         """
-        self._background = (loop or BackgroundLoop()).acquire()
+        super().__init__(loop)
         self.aio = aio.PushConsumer(group, **options)
 
     @property
@@ -39,24 +39,6 @@ class PushConsumer:
     def register_listener(self, listener: aio.Listener) -> None:
         """Sets the function called with messages; it runs on worker threads."""
         self.aio.register_listener(listener)
-
-    def start(self) -> None:
-        """Joins the group and starts consuming."""
-        self._background.call(self.aio.start())
-
-    def close(self) -> None:
-        """Stops, lets running listener calls finish, commits offsets, leaves."""
-        try:
-            self._background.call(self.aio.close())
-        finally:
-            self._background.release()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def assigned_queues(self) -> list[MessageQueue]:

@@ -30,15 +30,25 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from pocketmq.client.consumer.listener import ConsumeResult, Listener
+from pocketmq.client.consumer.membership import (
+    FLOW_CONTROL_DELAY_S,
+    PULL_DELAY_ON_ERROR_S,
+    group_share,
+    heartbeat_entry,
+    join,
+    pull,
+    retry_subscription,
+    start_timestamp_ms,
+    unregister,
+    user_subscription,
+)
 from pocketmq.client.consumer.offset_store import (
-    RETRY_GROUP_TOPIC_PREFIX,
     LocalOffsetStore,
     OffsetStore,
     RemoteOffsetStore,
@@ -48,35 +58,23 @@ from pocketmq.client.consumer.orderly import OrderlyConsumption
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.consumer.pull_request import (
     PullStatus,
-    pull_header,
-    read_pull_response,
 )
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateStrategy,
 )
-from pocketmq.client.errors import ClientConfigError, RocketMQError, SubscriptionError
+from pocketmq.client.errors import ClientConfigError, RocketMQError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
-from pocketmq.client.route_cache import subscribe_queues
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import (
     SubscriptionData,
     parse_subscription,
 )
-from pocketmq.common.subscription import (
-    SubscriptionError as ExpressionError,
-)
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
-
-BROKER_SUSPEND_MS: Final = 15_000
-"""How long the broker holds a pull that found nothing (long polling)."""
-PULL_TIMEOUT_S: Final = 30.0
-PULL_DELAY_ON_ERROR_S: Final = 3.0
-FLOW_CONTROL_DELAY_S: Final = 0.05
 
 
 class PushConsumer:
@@ -213,12 +211,7 @@ class PushConsumer:
         Raises:
             SubscriptionError: the expression cannot be parsed.
         """
-        try:
-            data = parse_subscription(
-                topic, expression, expression_type, sub_version=time.time_ns() // 1_000_000
-            )
-        except ExpressionError as exc:
-            raise SubscriptionError(f"cannot subscribe to {topic}: {exc}") from None
+        data = user_subscription(topic, expression, expression_type)
         self._subscriptions[topic] = data
         if self._started:
             self.instance.request_rebalance()
@@ -249,8 +242,8 @@ class PushConsumer:
             raise ClientConfigError("call subscribe() and register_listener() before start()")
         clustering = self.message_model is MessageModel.CLUSTERING
         if clustering:
-            retry_topic = RETRY_GROUP_TOPIC_PREFIX + self.group
-            self._subscriptions.setdefault(retry_topic, parse_subscription(retry_topic, "*"))
+            retry = retry_subscription(self.group)
+            self._subscriptions.setdefault(retry.topic, retry)
         await self.instance.start()
         self._offsets = (
             RemoteOffsetStore(self.instance, self.group)
@@ -261,16 +254,10 @@ class PushConsumer:
             self._executor = ThreadPoolExecutor(
                 self._consume_thread_count, thread_name_prefix=f"consume-{self.group}"
             )
-        self.instance.add_consumer(self)
         self._started = True
         if self._orderly is not None:
             self._orderly.start()
-        await self.instance.refresh_routes()
-        await self.instance.send_heartbeats()
-        if any(topic not in self.instance.routes.routes for topic in self._subscriptions):
-            # The first heartbeat makes the broker create the retry topic: fetch its route now
-            # rather than at the next refresh round.
-            await self.instance.refresh_routes()
+        await join(self.instance, self)
         await self.rebalance()
         self._persist_task = asyncio.get_running_loop().create_task(
             self._persist_periodically(), name=f"persist-{self.group}"
@@ -311,7 +298,7 @@ class PushConsumer:
         await self._persist_all()
         if self._orderly is not None:
             await self._orderly.unlock(list(self._queues))
-        await self._unregister()  # the other members rebalance at once
+        await unregister(self.instance, self.group)  # the other members rebalance at once
         self.instance.remove_consumer(self.group)
         if self._owns_instance:
             await self.instance.close()
@@ -338,50 +325,27 @@ class PushConsumer:
         return list(self._subscriptions)
 
     def heartbeat_entry(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group,
-            "consumeType": ConsumeType.CONSUME_PASSIVELY.name,
-            "messageModel": self.message_model.name,
-            "consumeFromWhere": self.consume_from_where.name,
-            "unitMode": False,
-            "subscriptionDataSet": [
-                {
-                    "classFilterMode": False,
-                    "topic": sub.topic,
-                    "subString": sub.sub_string,
-                    "tagsSet": sorted(sub.tags_set),
-                    "codeSet": sorted(sub.code_set),
-                    "subVersion": sub.sub_version,
-                    "expressionType": sub.expression_type,
-                }
-                for sub in self._subscriptions.values()
-            ],
-        }
+        return heartbeat_entry(
+            self.group,
+            ConsumeType.CONSUME_PASSIVELY,
+            self.message_model,
+            self.consume_from_where,
+            self._subscriptions.values(),
+        )
 
     async def rebalance(self) -> None:
         """Recomputes this consumer's queues and starts or stops their pulls."""
         if not self._started:
             return
         async with self._rebalance_lock:
-            wanted: set[MessageQueue] = set()
-            for topic in list(self._subscriptions):
-                route = self.instance.routes.routes.get(topic)
-                if route is None:
-                    continue
-                queues = subscribe_queues(topic, route)
-                if self.message_model is MessageModel.BROADCASTING:
-                    wanted.update(queues)
-                    continue
-                ids = await self.instance.consumer_ids(self.group, topic)
-                if not ids:
-                    log.debug("group %s has no members on the brokers of %s yet", self.group, topic)
-                    wanted.update(q for q in self._queues if q.topic == topic)
-                    continue
-                wanted.update(
-                    self.allocate_strategy.allocate(
-                        self.group, self.instance.client_id, queues, ids
-                    )
-                )
+            wanted = await group_share(
+                self.instance,
+                self.group,
+                self.allocate_strategy,
+                self.message_model,
+                list(self._subscriptions),
+                self._queues,
+            )
             await self._apply_assignment(wanted)
 
     # -- assignment ------------------------------------------------------------------------
@@ -414,7 +378,7 @@ class PushConsumer:
                     self._offsets,
                     queue,
                     self.consume_from_where,
-                    self.consume_timestamp_ms or (time.time_ns() // 1_000_000 - 1_800_000),
+                    start_timestamp_ms(self.consume_timestamp_ms),
                 )
             except RocketMQError as exc:
                 log.warning("cannot find where to start %s: %s; next rebalance retries", queue, exc)
@@ -452,37 +416,33 @@ class PushConsumer:
             except asyncio.CancelledError:
                 raise
             except RocketMQError as exc:
-                log.warning("pull of %s failed: %s; retrying in %g s", queue, exc, 3.0)
+                log.warning(
+                    "pull of %s failed: %s; retrying in %g s", queue, exc, PULL_DELAY_ON_ERROR_S
+                )
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 with contextlib.suppress(RocketMQError):
                     await self.instance.fetch_route(queue.topic)
+            except Exception:  # a task boundary: log, keep the queue alive
+                log.exception("pull of %s failed unexpectedly; retrying", queue)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
 
     async def _pull_once(
         self, queue: MessageQueue, process_queue: ProcessQueue, subscription: SubscriptionData
     ) -> None:
-        address = self.instance.routes.master_address(
-            queue.broker_name
-        ) or self.instance.routes.any_address(queue.broker_name)
-        if address is None:
-            raise RocketMQError(f"broker {queue.broker_name} has no known address")
         offset = process_queue.next_offset
         assert self._offsets is not None
         commit = (
             self._offsets.current(queue) if self.message_model is MessageModel.CLUSTERING else 0
         )
-        header = pull_header(
+        result = await pull(
+            self.instance,
             self.group,
             queue,
             offset,
             subscription,
             max_nums=self.pull_batch_size,
             commit_offset=commit,
-            suspend_timeout_ms=BROKER_SUSPEND_MS,
         )
-        response = await self.instance.invoke(
-            address, RequestCode.PULL_MESSAGE, header, timeout_s=PULL_TIMEOUT_S
-        )
-        result = read_pull_response(response, queue, offset, subscription, f"pull of {queue}")
         if process_queue.dropped:
             return
         if result.status is PullStatus.FOUND:
@@ -629,13 +589,3 @@ class PushConsumer:
         for queue, process_queue in self._queues.items():
             self._offsets.update(queue, process_queue.commit_offset())
         await self._offsets.persist(list(self._queues))
-
-    async def _unregister(self) -> None:
-        for address in self.instance.routes.all_broker_addresses():
-            with contextlib.suppress(RocketMQError):
-                await self.instance.invoke(
-                    address,
-                    RequestCode.UNREGISTER_CLIENT,
-                    {"clientID": self.instance.client_id, "consumerGroup": self.group},
-                    timeout_s=1.0,
-                )
