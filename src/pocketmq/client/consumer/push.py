@@ -94,6 +94,7 @@ class PushConsumer:
         *,
         namesrv: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
+        instance_name: str | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
@@ -119,6 +120,8 @@ class PushConsumer:
             group: The consumer group.
             namesrv: NameServer addresses (`host:port`, several separated by `;`).
             instance: A client instance to share (then `namesrv` is not needed).
+            instance_name: Names this client in its client id (`ip@name`); distinct names
+                let several clients of one group run in one process.
             message_model: CLUSTERING (share the queues) or BROADCASTING (read them all).
             consume_from_where: Where a queue without a committed offset starts.
             consume_timestamp_ms: The time CONSUME_FROM_TIMESTAMP starts at (default: 30
@@ -158,7 +161,7 @@ class PushConsumer:
             raise ClientConfigError("pull_batch_size must be in 1..1024")
         self.group = group
         self._owns_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv or [])
+        self.instance = instance or ClientInstance(namesrv or [], instance_name=instance_name)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

@@ -94,6 +94,7 @@ class Producer:
         *,
         namesrv: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
+        instance_name: str | None = None,
         send_timeout_s: float = 3.0,
         retry_times: int = 2,
         compress_over_bytes: int = COMPRESS_OVER_BYTES_DEFAULT,
@@ -113,6 +114,8 @@ class Producer:
             namesrv: NameServer addresses (`host:port`, several separated by `;`).
             instance: A client instance to share with other producers and consumers (then
                 `namesrv` is not needed and closing this producer leaves it running).
+            instance_name: Names this client in its client id (`ip@name`); distinct names
+                let several clients of one group run in one process.
             send_timeout_s: The budget of one send, retries included.
             retry_times: How many more brokers a failed send tries (sync and async sends).
             compress_over_bytes: Bodies larger than this are sent zlib-compressed.
@@ -138,7 +141,7 @@ class Producer:
             raise ClientConfigError("retry_times must be >= 0 and send_timeout_s > 0")
         self.group = group
         self._owns_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv or [])
+        self.instance = instance or ClientInstance(namesrv or [], instance_name=instance_name)
         self.send_timeout_s = send_timeout_s
         self.retry_times = retry_times
         self.compress_over_bytes = compress_over_bytes
