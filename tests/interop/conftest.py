@@ -113,8 +113,12 @@ class Driver:
                 self._changed.wait(min(remaining, 0.5))
 
     def messages(self) -> list[dict[str, Any]]:
+        return self.messages_by("body")
+
+    def messages_by(self, key: str) -> list[dict[str, Any]]:
+        """The output lines holding `key` (a driver's per-message lines)."""
         with self._changed:
-            return [line for line in self.lines if "body" in line]
+            return [line for line in self.lines if key in line]
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")[-4000:]

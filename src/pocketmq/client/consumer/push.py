@@ -228,7 +228,9 @@ class PushConsumer:
     def register_listener(self, listener: Listener) -> None:
         """Sets the function called with messages (plain or `async def`)."""
         self._listener = listener
-        self._listener_is_async = inspect.iscoroutinefunction(listener)
+        # An object whose __call__ is `async def` is an async listener too.
+        function = listener if inspect.isroutine(listener) else type(listener).__call__
+        self._listener_is_async = inspect.iscoroutinefunction(function)
 
     # -- lifecycle -------------------------------------------------------------------------
 
