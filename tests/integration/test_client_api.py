@@ -29,6 +29,7 @@ from pocketmq.client import (
     MessageModel,
     SendStatus,
 )
+from pocketmq.client.admin import TopicSettings
 from pocketmq.testing.cluster import InProcessCluster
 
 WAIT_S = 20.0
@@ -69,6 +70,9 @@ class AioApi:
     def lite_pull_consumer(self, group: str, **options: Any) -> _Proxy:
         return _Proxy(aio.LitePullConsumer(group, **options), _await_if_needed)
 
+    def admin(self, namesrv: str) -> _Proxy:
+        return _Proxy(aio.Admin([namesrv]), _await_if_needed)
+
 
 class BlockingApi:
     name = "blocking"
@@ -81,6 +85,9 @@ class BlockingApi:
 
     def lite_pull_consumer(self, group: str, **options: Any) -> _Proxy:
         return _Proxy(blocking.LitePullConsumer(group, **options), asyncio.to_thread)
+
+    def admin(self, namesrv: str) -> _Proxy:
+        return _Proxy(blocking.Admin([namesrv]), asyncio.to_thread)
 
 
 @pytest.fixture(params=[AioApi, BlockingApi], ids=["aio", "blocking"])
@@ -473,5 +480,32 @@ def test_lite_pull_polls_seeks_and_commits(api: Any, pocketmq_cluster: InProcess
             assert await consumer.committed(queue) == first + 1
         finally:
             await consumer.close()
+
+    _run(scenario())
+
+
+def test_admin_creates_a_topic_and_reports_progress(
+    api: Any, pocketmq_cluster: InProcessCluster
+) -> None:
+    async def scenario() -> None:
+        namesrv = pocketmq_cluster.namesrv_addr
+        admin = api.admin(namesrv)
+        try:
+            await admin.create_topic(TopicSettings("Managed", 3, 3), cluster="DefaultCluster")
+            assert await admin.wait_for_route("Managed")
+            route = await admin.topic_route("Managed")
+            assert [q.write_queue_nums for q in route.queue_datas] == [3]
+            assert "Managed" in await admin.topic_list()
+            producer = api.producer(group="p", namesrv=namesrv)
+            await producer.start()
+            try:
+                for i in range(6):
+                    await producer.send(Message("Managed", b"m%d" % i))
+            finally:
+                await producer.close()
+            stats = await admin.topic_stats("Managed")
+            assert sum(q.max_offset for q in stats.queues) == 6
+        finally:
+            await admin.close()
 
     _run(scenario())

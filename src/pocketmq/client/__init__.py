@@ -11,6 +11,7 @@ The same classes as coroutines are in `pocketmq.client.aio`; both share one impl
 (the blocking ones run it on a background event loop thread).
 """
 
+from pocketmq.client.blocking.admin import Admin
 from pocketmq.client.blocking.lite_pull_consumer import LitePullConsumer
 from pocketmq.client.blocking.loop import BackgroundLoop
 from pocketmq.client.blocking.producer import Producer
@@ -37,6 +38,7 @@ from pocketmq.client.producer.producer import select_by_hash
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
 
 __all__ = [
+    "Admin",
     "AllocateAveragely",
     "AllocateAveragelyByCircle",
     "AllocateConsistentHash",

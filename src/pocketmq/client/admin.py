@@ -1404,3 +1404,7 @@ def human_time_ms(timestamp_ms: int) -> str:
         return ""
     moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).astimezone()
     return moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{timestamp_ms % 1000:03d}"
+
+
+Admin = AdminClient
+"""The admin client under the SDK's name (`pocketmq.client.aio.Admin`)."""

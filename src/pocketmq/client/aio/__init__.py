@@ -8,6 +8,7 @@
 `pocketmq.client` offers the same classes as blocking calls.
 """
 
+from pocketmq.client.admin import Admin
 from pocketmq.client.consumer.listener import ConsumeResult, Listener
 from pocketmq.client.consumer.lite_pull import LitePullConsumer
 from pocketmq.client.consumer.push import PushConsumer
@@ -24,6 +25,7 @@ from pocketmq.client.producer.producer import Producer, QueueSelector, select_by
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
 
 __all__ = [
+    "Admin",
     "AllocateAveragely",
     "AllocateAveragelyByCircle",
     "AllocateConsistentHash",
