@@ -223,7 +223,9 @@ class ClientInstance:
             return await self.remoting.invoke(address, request, timeout)
         except RemotingTimeoutError as exc:
             raise RequestTimeoutError(str(exc)) from None
-        except (RemotingError, OSError) as exc:
+        except RemotingError as exc:
+            raise ConnectionFailedError(str(exc)) from None
+        except OSError as exc:
             raise ConnectionFailedError(f"{address}: {exc}") from None
 
     async def invoke_oneway(

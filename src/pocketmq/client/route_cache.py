@@ -77,8 +77,14 @@ class RouteCache:
         changed = self.routes.get(topic) != route
         self.routes[topic] = route
         self.publish[topic] = publish_queues(topic, route)
-        for data in route.broker_datas:
-            self.broker_addrs[data.broker_name] = dict(data.broker_addrs)
+        if changed:
+            # Rebuilt from every route: a broker that left the cluster must not keep an
+            # address here, or sends would go on trying a dead one.
+            self.broker_addrs = {
+                data.broker_name: dict(data.broker_addrs)
+                for held in self.routes.values()
+                for data in held.broker_datas
+            }
         return changed
 
     def master_address(self, broker_name: str) -> str | None:
