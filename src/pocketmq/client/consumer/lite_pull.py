@@ -43,6 +43,9 @@ from pocketmq.client.consumer.membership import (
     group_share,
     heartbeat_entry,
     join,
+    log_assignment,
+    log_offset_moved,
+    offset_store_for,
     pull,
     retry_subscription,
     start_timestamp_ms,
@@ -50,9 +53,7 @@ from pocketmq.client.consumer.membership import (
     user_subscription,
 )
 from pocketmq.client.consumer.offset_store import (
-    LocalOffsetStore,
     OffsetStore,
-    RemoteOffsetStore,
     starting_offset,
 )
 from pocketmq.client.consumer.pull_request import PullStatus
@@ -291,12 +292,9 @@ class LitePullConsumer:
         """
         if self._started:
             return
-        clustering = self.message_model is MessageModel.CLUSTERING
         await self.instance.start()
-        self._offsets = (
-            RemoteOffsetStore(self.instance, self.group)
-            if clustering
-            else LocalOffsetStore(self._offset_store_dir, self.instance.client_id, self.group)
+        self._offsets = offset_store_for(
+            self.instance, self.group, self.message_model, self._offset_store_dir
         )
         self._started = True
         await join(self.instance, self)
@@ -635,15 +633,9 @@ class LitePullConsumer:
                 log.warning("cannot find where to start %s: %s; next rebalance retries", queue, exc)
                 continue
             self._start_pulling(_QueueState(queue, offset))
-        if removed or added:
-            log.info(
-                "group %s on %s: %d queues (+%d -%d)",
-                self.group,
-                self.instance.client_id,
-                len(self._queues),
-                len(added),
-                len(removed),
-            )
+        log_assignment(
+            self.group, self.instance.client_id, len(self._queues), len(added), len(removed)
+        )
 
     def _start_pulling(self, state: _QueueState) -> None:
         self._queues[state.queue] = state
@@ -691,14 +683,7 @@ class LitePullConsumer:
         if state.dropped:
             return
         if result.status is PullStatus.OFFSET_ILLEGAL:
-            log.warning(
-                "offset %d of %s is gone (queue holds %d..%d): going on from %d",
-                offset,
-                queue,
-                result.min_offset,
-                result.max_offset,
-                result.next_begin_offset,
-            )
+            log_offset_moved(queue, offset, result)
             state.next_offset = result.next_begin_offset
             if state.buffered_count == 0:
                 state.consumed_offset = result.next_begin_offset

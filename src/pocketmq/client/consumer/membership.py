@@ -10,9 +10,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Final
 
-from pocketmq.client.consumer.offset_store import RETRY_GROUP_TOPIC_PREFIX
+from pocketmq.client.consumer.offset_store import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    LocalOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+)
 from pocketmq.client.consumer.pull_request import PullResult, pull_header, read_pull_response
 from pocketmq.client.consumer.rebalance import AllocateStrategy
 from pocketmq.client.errors import ConnectionFailedError, RocketMQError, SubscriptionError
@@ -157,6 +163,33 @@ async def pull(
         address, RequestCode.PULL_MESSAGE, header, timeout_s=PULL_TIMEOUT_S
     )
     return read_pull_response(response, queue, offset, subscription, f"pull of {queue}")
+
+
+def offset_store_for(
+    instance: ClientInstance, group: str, message_model: MessageModel, directory: Path
+) -> OffsetStore:
+    """The broker for clustering groups, a local file under `directory` for broadcasting."""
+    if message_model is MessageModel.CLUSTERING:
+        return RemoteOffsetStore(instance, group)
+    return LocalOffsetStore(directory, instance.client_id, group)
+
+
+def log_assignment(group: str, client_id: str, held: int, added: int, removed: int) -> None:
+    """One INFO line when a rebalance changed this consumer's queues."""
+    if added or removed:
+        log.info("group %s on %s: %d queues (+%d -%d)", group, client_id, held, added, removed)
+
+
+def log_offset_moved(queue: MessageQueue, offset: int, result: PullResult) -> None:
+    """The warning for a pull whose offset retention (or a reset) removed."""
+    log.warning(
+        "offset %d of %s is gone (queue holds %d..%d): going on from %d",
+        offset,
+        queue,
+        result.min_offset,
+        result.max_offset,
+        result.next_begin_offset,
+    )
 
 
 async def unregister(instance: ClientInstance, group: str) -> None:

@@ -42,6 +42,9 @@ from pocketmq.client.consumer.membership import (
     group_share,
     heartbeat_entry,
     join,
+    log_assignment,
+    log_offset_moved,
+    offset_store_for,
     pull,
     retry_subscription,
     start_timestamp_ms,
@@ -49,9 +52,7 @@ from pocketmq.client.consumer.membership import (
     user_subscription,
 )
 from pocketmq.client.consumer.offset_store import (
-    LocalOffsetStore,
     OffsetStore,
-    RemoteOffsetStore,
     starting_offset,
 )
 from pocketmq.client.consumer.orderly import OrderlyConsumption
@@ -250,10 +251,8 @@ class PushConsumer:
             retry = retry_subscription(self.group)
             self._subscriptions.setdefault(retry.topic, retry)
         await self.instance.start()
-        self._offsets = (
-            RemoteOffsetStore(self.instance, self.group)
-            if clustering
-            else LocalOffsetStore(self._offset_store_dir, self.instance.client_id, self.group)
+        self._offsets = offset_store_for(
+            self.instance, self.group, self.message_model, self._offset_store_dir
         )
         if not self._listener_is_async:
             self._executor = ThreadPoolExecutor(
@@ -395,15 +394,9 @@ class PushConsumer:
             self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
                 self._pull_loop(queue, process_queue), name=f"pull-{queue}"
             )
-        if removed or added:
-            log.info(
-                "group %s on %s: %d queues (+%d -%d)",
-                self.group,
-                self.instance.client_id,
-                len(self._queues),
-                len(added),
-                len(removed),
-            )
+        log_assignment(
+            self.group, self.instance.client_id, len(self._queues), len(added), len(removed)
+        )
 
     # -- pulling ---------------------------------------------------------------------------
 
@@ -465,14 +458,7 @@ class PushConsumer:
                 # separately cost more than most listeners (measured: 3x the drain rate).
                 self._submit(queue, process_queue, result.messages)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
-            log.warning(
-                "offset %d of %s is gone (queue holds %d..%d): going on from %d",
-                offset,
-                queue,
-                result.min_offset,
-                result.max_offset,
-                result.next_begin_offset,
-            )
+            log_offset_moved(queue, offset, result)
             process_queue.reset(result.next_begin_offset)
             self._offsets.update(queue, result.next_begin_offset, increase_only=False)
             await self._offsets.persist([queue])
