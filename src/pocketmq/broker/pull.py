@@ -29,8 +29,9 @@ everything that arrived is filtered out it waits on from past those messages (Ja
 service is not woken by them), and if its time runs out it answers PULL_NOT_FOUND with
 nextBeginOffset past them; when the hold service is full the pull is answered at once.
 A pull without FLAG_SUBSCRIPTION (Java push consumers) filters by the subscription the group's
-heartbeat registered, or takes every message when there is none. Not done yet: SQL92 filters
-(#5), OFFSET_MOVED_EVENT messages, and slave-side reads (#6).
+heartbeat registered, or takes every message when there is none. SQL92 subscriptions (with
+`enablePropertyFilter`) are evaluated on each record's properties after the tag-hash step.
+Not done yet: OFFSET_MOVED_EVENT messages, and slave-side reads (#6).
 """
 
 from __future__ import annotations
@@ -54,7 +55,16 @@ from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ
-from pocketmq.common.subscription import SubscriptionData, SubscriptionError, parse_subscription
+from pocketmq.common.properties import decode_properties
+from pocketmq.common.property_filter import PropertyFilter
+from pocketmq.common.stored_message import ReadableBuffer, parse_layout
+from pocketmq.common.subscription import (
+    EXPRESSION_TYPE_SQL92,
+    SubscriptionData,
+    SubscriptionError,
+    UnsupportedExpressionTypeError,
+    parse_subscription,
+)
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import GetResult, GetStatus
 from pocketmq.store.message_store import MessageStore
@@ -165,6 +175,7 @@ class PullHandler:
         hold_service: PullHoldService,
         broker_permission: int,
         long_polling_enable: bool = True,
+        enable_property_filter: bool = False,
         short_polling_ms: int = 1000,
         slave_read_enable: bool = False,
         transfer_count_max: int = TRANSFER_COUNT_MAX_DEFAULT,
@@ -180,6 +191,7 @@ class PullHandler:
             hold_service: Holds pulls that found nothing (hook its `on_dispatched` into the
                 store's dispatcher so arrivals wake them).
             broker_permission: `brokerPermission`; without PERM_READ every pull is refused.
+            enable_property_filter: `enablePropertyFilter`: serve SQL92 subscriptions.
             long_polling_enable: `longPollingEnable`; when off, pulls are held
                 `short_polling_ms` instead of their `suspendTimeoutMillis`.
             short_polling_ms: `shortPollingTimeMills`.
@@ -198,6 +210,7 @@ class PullHandler:
         self._registered_subscription = registered_subscription
         self.broker_permission = broker_permission
         self._long_polling_enable = long_polling_enable
+        self._enable_property_filter = enable_property_filter
         self._short_polling_ms = short_polling_ms
         self._slave_read_enable = slave_read_enable
         self._transfer_count_max = transfer_count_max
@@ -249,7 +262,7 @@ class PullHandler:
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
                 f"consumer:[{_peer(channel)}]",
             )
-        tag_codes: frozenset[int] | None = None
+        subscription: SubscriptionData | None = None
         if header.has_subscription:
             try:
                 subscription = parse_subscription(
@@ -260,22 +273,23 @@ class PullHandler:
                 )
             except SubscriptionError as exc:
                 return error_response(request, exc.response_code, str(exc))
-            tag_codes = subscription.tag_codes
         elif self._registered_subscription is not None:
-            registered = self._registered_subscription(header.consumer_group, header.topic)
-            if registered is not None:
-                tag_codes = registered.tag_codes
+            subscription = self._registered_subscription(header.consumer_group, header.topic)
+        sql = subscription.property_filter if subscription is not None else None
+        if sql is not None and not self._enable_property_filter:
+            error = UnsupportedExpressionTypeError(EXPRESSION_TYPE_SQL92)
+            return error_response(request, error.response_code, str(error))
         if header.commits_offset:
             self._offsets.commit(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
-        return await self._pull(request, header, tag_codes)
+        return await self._pull(request, header, _Filter.of(subscription))
 
     async def _pull(
-        self, request: RemotingCommand, header: PullHeader, tag_codes: frozenset[int] | None
+        self, request: RemotingCommand, header: PullHeader, selection: _Filter
     ) -> RemotingCommand:
         offset = header.queue_offset
-        result = self._read(header, offset, tag_codes)
+        result = self._read(header, offset, selection)
         code = pull_status_code(result.status, offset)
         if code is ResponseCode.PULL_NOT_FOUND and header.may_suspend:
             hold_ms = (
@@ -285,7 +299,7 @@ class PullHandler:
             deadline = loop.time() + min(hold_ms, self._hold_ms_max) / 1000
             while (remaining_s := deadline - loop.time()) > 0:
                 arrived = await self._hold.hold(header.topic, header.queue_id, offset, remaining_s)
-                result = self._read(header, offset, tag_codes)
+                result = self._read(header, offset, selection)
                 if not arrived:
                     break
                 if (
@@ -311,7 +325,7 @@ class PullHandler:
         )
         return self._response(request, code, result)
 
-    def _read(self, header: PullHeader, offset: int, tag_codes: frozenset[int] | None) -> GetResult:
+    def _read(self, header: PullHeader, offset: int, selection: _Filter) -> GetResult:
         max_bytes = self._transfer_bytes_max
         if header.max_msg_bytes is not None:
             max_bytes = max(1, min(max_bytes, header.max_msg_bytes))
@@ -321,7 +335,8 @@ class PullHandler:
             offset,
             max(1, min(header.max_msg_nums, self._transfer_count_max)),
             max_bytes=max_bytes,
-            tag_codes=tag_codes,
+            tag_codes=selection.tag_codes,
+            record_filter=selection.record_filter,
         )
 
     def _response(
@@ -348,3 +363,28 @@ class PullHandler:
 
 def _peer(channel: Channel | None) -> str:
     return channel.remote_address if channel is not None else "?"
+
+
+@dataclass(frozen=True, slots=True)
+class _Filter:
+    """What a pull keeps: tag hashes from the ConsumeQueue, then SQL92 on each record."""
+
+    tag_codes: frozenset[int] | None = None
+    record_filter: Callable[[ReadableBuffer], bool] | None = None
+
+    @classmethod
+    def of(cls, subscription: SubscriptionData | None) -> _Filter:
+        if subscription is None:
+            return cls()
+        sql = subscription.property_filter
+        return cls(subscription.tag_codes, None if sql is None else _record_filter(sql))
+
+
+def _record_filter(sql: PropertyFilter) -> Callable[[ReadableBuffer], bool]:
+    def keep(record: ReadableBuffer) -> bool:
+        layout = parse_layout(record, 0)
+        start = layout.properties_pos
+        text = bytes(record[start : start + layout.properties_len]).decode("utf-8", "replace")
+        return sql.matches(decode_properties(text))
+
+    return keep

@@ -197,6 +197,7 @@ class BrokerServer:
             hold_service=self._holds,
             broker_permission=config.broker_permission,
             long_polling_enable=config.long_polling_enable,
+            enable_property_filter=config.enable_property_filter,
             short_polling_ms=config.short_polling_time_mills,
             slave_read_enable=config.slave_read_enable,
             registered_subscription=self.clients.subscription,

@@ -6,28 +6,28 @@ a ConsumeQueue entry's tag code against those codes (a hash match only: clients 
 real TAGS property, as hashes collide). Codes are always computed here, never taken from a
 client: the C++ client's heartbeat `codeSet` is garbage (`atoi` of the tag).
 
-SQL92 expressions are not supported yet (feature issue #5): parsing one raises
-`UnsupportedExpressionTypeError`, which pull handlers answer the way a Java broker with
-`enablePropertyFilter=false` does (SYSTEM_ERROR, "The broker does not support consumer to
-filter message by SQL92").
+An SQL92 expression is compiled (`pocketmq.common.property_filter`) and kept on the
+subscription; a broker evaluates it only with `enablePropertyFilter=true` and otherwise answers
+as a Java broker does (SYSTEM_ERROR, "The broker does not support consumer to filter message by
+SQL92"). Other expression types raise `UnsupportedExpressionTypeError`.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.java_hash import tags_code
+from pocketmq.common.property_filter import PropertyFilter, PropertyFilterError, compile_filter
 
 SUB_ALL: Final = "*"
 """The expression that takes every message (`SubscriptionData.SUB_ALL`)."""
 TAG_SEPARATOR: Final = "||"
 EXPRESSION_TYPE_TAG: Final = "TAG"
 EXPRESSION_TYPE_SQL92: Final = "SQL92"
-SQL92_FEATURE_ISSUE: Final = 5
 # Java's String.trim removes every char <= U+0020, not Unicode whitespace as str.strip does.
 _JAVA_TRIM_CHARS: Final = "".join(map(chr, range(0x21)))
 
@@ -45,7 +45,8 @@ class SubscriptionParseError(SubscriptionError):
 
 
 class UnsupportedExpressionTypeError(SubscriptionError):
-    """An expression type other than TAG (SQL92 filtering is issue #5).
+    """An expression type this broker does not filter by (SQL92 without
+    `enablePropertyFilter`, or a type other than TAG and SQL92).
 
     Answered as a Java broker with `enablePropertyFilter=false` answers: SYSTEM_ERROR with the
     remark `The broker does not support consumer to filter message by <type>`, which Java
@@ -57,8 +58,7 @@ class UnsupportedExpressionTypeError(SubscriptionError):
     def __init__(self, expression_type: str) -> None:
         self.expression_type = expression_type
         super().__init__(
-            f"The broker does not support consumer to filter message by {expression_type} "
-            f"(not supported yet, see pocketmq issue #{SQL92_FEATURE_ISSUE})"
+            f"The broker does not support consumer to filter message by {expression_type}"
         )
 
 
@@ -71,8 +71,9 @@ class SubscriptionData:
         sub_string: The expression; `*` when it takes everything.
         tags_set: The tags of a TAG expression (empty for `*`).
         code_set: Java hash codes of `tags_set`, what ConsumeQueue entries are matched with.
-        expression_type: `TAG` (the only type served for now).
+        expression_type: `TAG` or `SQL92`.
         sub_version: The client's subscription version (a timestamp in Java clients).
+        property_filter: The compiled expression of an SQL92 subscription.
     """
 
     topic: str
@@ -81,6 +82,7 @@ class SubscriptionData:
     code_set: frozenset[int] = frozenset()
     expression_type: str = EXPRESSION_TYPE_TAG
     sub_version: int = 0
+    property_filter: PropertyFilter | None = field(default=None, compare=False)
 
     @property
     def takes_all(self) -> bool:
@@ -89,13 +91,14 @@ class SubscriptionData:
 
     @property
     def tag_codes(self) -> frozenset[int] | None:
-        """The filter for `MessageStore.get_message`: None takes every entry."""
-        return None if self.takes_all else self.code_set
+        """The filter for `MessageStore.get_message`: None takes every entry (SQL92
+        subscriptions filter on properties, not on tag hashes)."""
+        return None if self.takes_all or self.property_filter is not None else self.code_set
 
     def matches_tags_code(self, code: int) -> bool:
         """Whether a ConsumeQueue entry with tag hash `code` may match (Java's
         `ExpressionMessageFilter.isMatchedByConsumeQueue` for TAG expressions)."""
-        return self.takes_all or code in self.code_set
+        return self.tag_codes is None or code in self.code_set
 
 
 def is_tag_type(expression_type: str | None) -> bool:
@@ -125,14 +128,27 @@ def parse_subscription(
     Raises:
         SubscriptionParseError: a TAG expression with no tag at all between its separators
             (`||`), or an empty expression of a non-TAG type; answer SUBSCRIPTION_PARSE_FAILED.
-        UnsupportedExpressionTypeError: any type other than TAG (SQL92 is issue #5); answer
-            SYSTEM_ERROR with the error text as remark.
+            Also an SQL92 expression that does not parse (the message says where).
+        UnsupportedExpressionTypeError: a type other than TAG and SQL92; answer SYSTEM_ERROR
+            with the error text as remark.
     """
     if not is_tag_type(expression_type):
         assert expression_type is not None
         if not expression:
             raise SubscriptionParseError(f"the {expression_type} expression is empty")
-        raise UnsupportedExpressionTypeError(expression_type)
+        if expression_type.upper() != EXPRESSION_TYPE_SQL92:
+            raise UnsupportedExpressionTypeError(expression_type)
+        try:
+            compiled = compile_filter(expression)
+        except PropertyFilterError as exc:
+            raise SubscriptionParseError(f"bad SQL92 expression {expression!r}: {exc}") from None
+        return SubscriptionData(
+            topic,
+            expression,
+            expression_type=EXPRESSION_TYPE_SQL92,
+            sub_version=sub_version,
+            property_filter=compiled,
+        )
     if not expression or expression == SUB_ALL:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
     pieces = expression.split(TAG_SEPARATOR)

@@ -27,6 +27,7 @@ from pocketmq.common.constants import (
 from pocketmq.common.stored_message import (
     HostAddress,
     MessageDecodeError,
+    ReadableBuffer,
     StoredMessage,
     decode_record,
 )
@@ -396,11 +397,13 @@ class MessageStore:
         *,
         max_bytes: int = 256 * 1024 * 1024,
         tag_codes: frozenset[int] | None = None,
+        record_filter: Callable[[ReadableBuffer], bool] | None = None,
     ) -> GetResult:
         """Reads up to `max_count` stored records of a queue from `offset` on.
 
         `tag_codes` keeps only entries whose tag hash is in the set (None keeps all); the
-        client re-checks the real tag, as hashes can collide.
+        client re-checks the real tag, as hashes can collide. `record_filter` then sees each
+        record (SQL92 property filters); skipped records still advance `next_begin_offset`.
         """
         queue = self.consume_queues.find(topic, queue_id)
         if queue is None:
@@ -443,6 +446,8 @@ class MessageStore:
                     record = commit_log.read(physical, size)
                     if record is None:
                         status = GetStatus.OFFSET_FOUND_NULL
+                    elif record_filter is not None and not record_filter(record):
+                        pass
                     else:
                         buffers.append(record)
                         queue_offsets.append(queue_offset)

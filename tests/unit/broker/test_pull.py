@@ -279,15 +279,45 @@ def test_queue_id_outside_the_read_queues_is_a_system_error(broker: Broker, queu
     assert f"queueId[{queue_id}] is illegal" in (response.remark or "")
 
 
-def test_sql92_subscription_answers_not_supported_yet(broker: Broker) -> None:
+def test_sql92_needs_enable_property_filter(broker: Broker) -> None:
     put(broker.store)
     response = broker.pull(
         pull_request(0, sys_flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL92")
     )
     assert response.code == ResponseCode.SYSTEM_ERROR
-    remark = response.remark or ""
-    assert "does not support consumer to filter message by SQL92" in remark
-    assert "not supported yet" in remark
+    assert response.remark == "The broker does not support consumer to filter message by SQL92"
+
+
+def test_sql92_keeps_exactly_the_matching_messages_and_moves_past_the_rest(
+    store: MessageStore,
+) -> None:
+    broker = Broker(store, enable_property_filter=True)
+    for tags in ["a", "b", "a", "b", None]:
+        put(store, tags=tags)
+    response = broker.pull(
+        pull_request(
+            0, sys_flag=FLAG_SUBSCRIPTION, subscription="TAGS = 'b'", expression_type="SQL92"
+        )
+    )
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.queue_offset for m in decode_body(response.body)] == [1, 3]
+    assert offsets_of(response)[0] == 5
+    none_left = broker.pull(
+        pull_request(
+            0, sys_flag=FLAG_SUBSCRIPTION, subscription="TAGS = 'zzz'", expression_type="SQL92"
+        )
+    )
+    assert none_left.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert offsets_of(none_left)[0] == 5
+
+
+def test_bad_sql92_is_subscription_parse_failed_saying_where(store: MessageStore) -> None:
+    broker = Broker(store, enable_property_filter=True)
+    response = broker.pull(
+        pull_request(0, sys_flag=FLAG_SUBSCRIPTION, subscription="a >", expression_type="SQL92")
+    )
+    assert response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert "position 3" in (response.remark or "")
 
 
 def test_unparsable_subscription_is_subscription_parse_failed(broker: Broker) -> None:

@@ -81,16 +81,25 @@ def test_tag_expression_types(expression_type: str | None) -> None:
     assert parse_subscription("T", "TagA", expression_type).tags_set == {"TagA"}
 
 
-def test_sql92_is_not_supported_yet_and_says_so() -> None:
+def test_sql92_subscriptions_carry_a_compiled_filter_and_no_tag_codes() -> None:
+    subscription = parse_subscription("T", "a > 1 AND region = 'eu'", "SQL92")
+    assert subscription.tag_codes is None
+    assert subscription.property_filter is not None
+    assert subscription.property_filter.matches({"a": "2", "region": "eu"})
+    assert not subscription.property_filter.matches({"a": "2"})
+
+
+def test_a_bad_sql92_expression_says_where() -> None:
+    with pytest.raises(SubscriptionParseError, match="position 4"):
+        parse_subscription("T", "a > ", "SQL92")
+
+
+def test_other_expression_types_are_not_supported_and_say_so() -> None:
     with pytest.raises(UnsupportedExpressionTypeError) as raised:
-        parse_subscription("T", "a > 1", "SQL92")
+        parse_subscription("T", "com.example.Filter", "CLASS")
     error = raised.value
     assert error.response_code is ResponseCode.SYSTEM_ERROR
-    assert error.expression_type == "SQL92"
-    text = str(error)
-    assert text.startswith("The broker does not support consumer to filter message by SQL92")
-    assert "not supported yet" in text
-    assert "#5" in text
+    assert str(error) == "The broker does not support consumer to filter message by CLASS"
 
 
 def test_empty_sql92_expression_is_a_parse_failure() -> None:
