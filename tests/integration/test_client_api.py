@@ -30,7 +30,7 @@ from pocketmq.client import (
     SendStatus,
 )
 from pocketmq.client.admin import TopicSettings
-from pocketmq.testing.cluster import InProcessCluster
+from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 WAIT_S = 20.0
 
@@ -257,19 +257,22 @@ def test_batch_ordered_async_and_oneway_sends_are_all_consumed(
     _run(scenario())
 
 
-def test_failed_listener_gets_the_message_again(
-    api: Any, pocketmq_cluster: InProcessCluster
+def test_failed_listener_gets_the_message_again_through_the_retry_topic(
+    api: Any, tmp_path: Path
 ) -> None:
+    # Short delay levels: the retries wait 300 and 400 ms instead of 10 and 30 s.
+    cluster = start_cluster(
+        tmp_path / "store", message_delay_level=" ".join(f"{100 * n}ms" for n in range(1, 19))
+    )
+
     async def scenario() -> None:
-        namesrv = pocketmq_cluster.namesrv_addr
+        namesrv = cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
         await producer.start()
         try:
             await producer.send(Message("Redeliver", b"warm"))
             collector = Collector(fail_first=2)
-            consumer = await _consumer(
-                api, namesrv, "g-redeliver", "Redeliver", collector, local_retry_delay_s=0.2
-            )
+            consumer = await _consumer(api, namesrv, "g-redeliver", "Redeliver", collector)
             try:
                 await collector.wait_for(1)
             finally:
@@ -277,8 +280,13 @@ def test_failed_listener_gets_the_message_again(
         finally:
             await producer.close()
         assert collector.calls == 3
+        assert collector.messages[0].reconsume_times == 2
+        assert collector.messages[0].topic == "Redeliver"
 
-    _run(scenario())
+    try:
+        _run(scenario())
+    finally:
+        cluster.stop()
 
 
 def test_broadcasting_consumers_each_get_every_message(

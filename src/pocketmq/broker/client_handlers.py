@@ -36,8 +36,11 @@ class ClientHandlers:
         topics: TopicTable,
         clock: Clock,
         on_consumer_group: Callable[[str], Awaitable[None]] | None = None,
+        on_topic_created: Callable[[], None] | None = None,
     ) -> None:
         self.registry = registry
+        # Called after a retry topic was created, so NameServers learn its route at once.
+        self._on_topic_created = on_topic_created
         self._topics = topics
         self._clock = clock
         # Called with each consumer group a heartbeat names (to auto-create it).
@@ -55,9 +58,11 @@ class ClientHandlers:
         for consumer in data.consumer_groups:
             if self._on_consumer_group is not None:
                 await self._on_consumer_group(consumer.group)
-            self._topics.create_system_topic(
-                RETRY_GROUP_TOPIC_PREFIX + consumer.group, 1, PERM_READ | PERM_WRITE, now_ms
-            )
+            retry_topic = RETRY_GROUP_TOPIC_PREFIX + consumer.group
+            if self._topics.get(retry_topic) is None:
+                self._topics.create_system_topic(retry_topic, 1, PERM_READ | PERM_WRITE, now_ms)
+                if self._on_topic_created is not None:
+                    self._on_topic_created()
         changed = self.registry.heartbeat(data, channel, now_ms)
         for group in changed:
             log.info("consumer group %s changed: %s", group, self.registry.consumer_ids(group))

@@ -13,9 +13,10 @@ code with a remark, never an exception out of `handle`. Every answer, error or n
 Batch is decided by the header flag (`batch` / `m`) or by code 320: the C++ client of PyPI
 `rocketmq` 0.4.4 sends batches as code 10 with `batch`="1", where Java would only accept "true".
 
-Deliberately not here yet: retry topics (`%RETRY%<group>`: max reconsume times, dead-letter
-queue), delay levels, transactional half messages and static-topic queue mapping. Messages that
-ask for them are stored as sent (see the TODO in `SendHandler._store`).
+A message with a DELAY level is stored through SCHEDULE_TOPIC_XXXX (`broker/schedule.py`).
+Deliberately not here yet: sends straight to `%RETRY%<group>` past the max reconsume times
+(consumer send-back, `broker/send_back.py`, handles retries), transactional half messages and
+static-topic queue mapping.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
+from pocketmq.broker.schedule import redirect_delayed
 from pocketmq.broker.topics import (
     TopicConfig,
     TopicError,
@@ -312,6 +314,7 @@ class SendHandler:
         broker_permission: int = PERM_READ | PERM_WRITE,
         region_id: str = "DefaultRegion",
         trace_on: bool = True,
+        delay_level_count: int = 0,
         rng: random.Random | None = None,
     ) -> None:
         """Wires the send path.
@@ -331,6 +334,7 @@ class SendHandler:
             broker_permission: `brokerPermission`; without PERM_WRITE every send is refused.
             region_id: `regionId`, echoed as the `MSG_REGION` ext field.
             trace_on: `traceOn`, echoed as the `TRACE_ON` ext field.
+            delay_level_count: Levels of `messageDelayLevel`; with 0, DELAY is ignored.
             rng: Picks the queue when the request's queue id is negative.
         """
         assert max_message_size > 0, "maxMessageSize must be positive"
@@ -344,6 +348,7 @@ class SendHandler:
         self.broker_permission = broker_permission
         self.region_id = region_id
         self.trace_on = trace_on
+        self.delay_level_count = delay_level_count
         self._rng = rng or random.Random()
 
     async def handle(self, request: RemotingCommand, channel: PeerChannel) -> RemotingCommand:
@@ -364,7 +369,7 @@ class SendHandler:
             if queue_id < 0:
                 queue_id = self._rng.randrange(topic_config.write_queue_nums)
             messages = self._build(request, header, topic_config, queue_id, channel)
-            result = await self._store(messages)
+            result = await self.store_messages(messages)
         except HeaderError as exc:
             return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         except _Rejection as exc:
@@ -478,10 +483,10 @@ class SendHandler:
             for flag, entry_body, properties in entries
         ]
 
-    async def _store(self, messages: list[MessageToStore]) -> PutResult:
-        # TODO(#5): retry topics (%RETRY%<group>: max reconsume times, then %DLQ%<group>) and
-        # the DELAY property (> 0: redirect to SCHEDULE_TOPIC_XXXX, queue level-1, with
-        # REAL_TOPIC / REAL_QID) are not handled yet; such messages are stored as sent.
+    async def store_messages(self, messages: list[MessageToStore]) -> PutResult:
+        """Stores messages as a send does: a DELAY level sends them through the schedule."""
+        if self.delay_level_count:
+            messages = [redirect_delayed(m, self.delay_level_count) for m in messages]
         try:
             return await self.store.put_messages(messages)
         except StoreNotRunningError:

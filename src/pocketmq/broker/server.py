@@ -24,7 +24,9 @@ from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import PullHandler
 from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
+from pocketmq.broker.schedule import ScheduleService, parse_delay_levels
 from pocketmq.broker.send import SendHandler
+from pocketmq.broker.send_back import SendBackHandler
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode
 from pocketmq.remoting.transport import RemotingClient, RemotingServer, RequestHandler
@@ -93,6 +95,9 @@ class BrokerServer:
         self.offsets = ConsumerOffsetTable()
         self.clients = ClientRegistry(config.channel_expired_timeout_ms)
         self.queue_locks = QueueLockTable()
+        # Checked here so that a bad messageDelayLevel stops the broker at start, saying why.
+        self._delays_ms = parse_delay_levels(store_config.message_delay_level)
+        self.schedule: ScheduleService | None = None
         self.registrar: NameServerRegistrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
@@ -125,12 +130,15 @@ class BrokerServer:
         now = self.clock.now_ms()
         self.topics.load(store.metadata_documents.get("topics.json"), now)
         self.offsets.load(store.metadata_documents.get("consumerOffset.json"))
+        self.schedule = ScheduleService(store, self._delays_ms, self.clock)
+        self.schedule.load(store.metadata_documents.get("delayOffset.json"))
         server.handlers.update(self._handlers(store))
         client_handlers = ClientHandlers(
             self.clients,
             self.topics,
             self.clock,
             self._admin_stats.ensure_group if self.config.auto_create_subscription_group else None,
+            self._topics_changed,
         )
         server.handlers.update(
             {
@@ -156,6 +164,7 @@ class BrokerServer:
             timeout_ms=self.config.register_broker_timeout_ms,
         )
         await server.serve()
+        self.schedule.start()
         await self.registrar.register_all()
         self.registrar.start()
         loop = asyncio.get_running_loop()
@@ -187,6 +196,7 @@ class BrokerServer:
             broker_permission=config.broker_permission,
             region_id=config.region_id,
             trace_on=config.trace_on,
+            delay_level_count=len(self._delays_ms),
         )
         self._holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self._holds.on_dispatched)
@@ -215,9 +225,21 @@ class BrokerServer:
             RequestCode.PULL_MESSAGE: pull.handle,
             **OffsetHandlers(store, self.offsets, self.topics).routes(),
             **QueueLockHandlers(self.queue_locks, self.clock).routes(),
+            **SendBackHandler(
+                store,
+                self.topics,
+                self._group_retry_max_times,
+                send.store_messages,
+                self.clock,
+                self._topics_changed,
+            ).routes(),
             **admin.routes(),
             **self._admin_stats.routes(),
         }
+
+    def _group_retry_max_times(self, group: str) -> int | None:
+        config = self._admin_stats.groups.groups.get(group)
+        return None if config is None else config.retry_max_times
 
     def _registration_document(self) -> dict[str, Any]:
         return self.topics.snapshot()
@@ -283,6 +305,9 @@ class BrokerServer:
             self._holds.close()
         if self.server is not None:
             await self.server.stop(grace_s)
+        if self.schedule is not None:
+            await self.schedule.stop()
+            self.schedule = None
         await self.client.close()
         if self.store is not None:
             await self._persist_topics()

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -398,14 +399,14 @@ class ClientInstance:
     # -- background rounds -----------------------------------------------------------------
 
     async def _refresh_routes_periodically(self) -> None:
+        last = time.monotonic()
         while True:
             # A topic a consumer waits for (a retry topic its first heartbeat just created)
             # is looked up every second until it appears, not only every 30 s.
-            await asyncio.sleep(
-                min(MISSING_ROUTE_RETRY_S, self.route_refresh_interval_s)
-                if self._routes_missing
-                else self.route_refresh_interval_s
-            )
+            await asyncio.sleep(min(MISSING_ROUTE_RETRY_S, self.route_refresh_interval_s))
+            if not self._routes_missing and time.monotonic() - last < self.route_refresh_interval_s:
+                continue
+            last = time.monotonic()
             await self._guarded(self.refresh_routes, "route refresh")
 
     async def _heartbeat_periodically(self) -> None:

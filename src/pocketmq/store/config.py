@@ -42,6 +42,9 @@ class MessageStoreConfig:
     flush_interval_commit_log_ms: int = key("flushIntervalCommitLog", 500)
     flush_interval_consume_queue_ms: int = key("flushIntervalConsumeQueue", 1000)
     sync_flush_timeout_ms: int = key("syncFlushTimeout", 5000)
+    message_delay_level: str = key(
+        "messageDelayLevel", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    )
     max_message_size: int = key("maxMessageSize", MAX_MESSAGE_SIZE_DEFAULT)
     file_reserved_time_hours: float = key("fileReservedTime", 72)
     delete_when: str = key("deleteWhen", "04")
