@@ -38,7 +38,7 @@ class TopicPublishInfo:
 def publish_queues(topic: str, route: TopicRouteData) -> TopicPublishInfo:
     """The producer's view of `route`."""
     if route.order_topic_conf:
-        queues = []
+        queues: list[MessageQueue] = []
         for item in route.order_topic_conf.split(";"):
             name, _, count = item.partition(":")
             if name and count.strip().isdigit():

@@ -231,11 +231,12 @@ class _Parser:
         if token is None:
             raise self._fail(f"a string after {word}")
         needle = token.text[1:-1].replace("''", "'")
-        test = {
+        tests: dict[str, Callable[[str], bool]] = {
             "CONTAINS": lambda s: needle in s,
             "STARTSWITH": lambda s: s.startswith(needle),
             "ENDSWITH": lambda s: s.endswith(needle),
-        }[word]
+        }
+        test = tests[word]
 
         def check(p: Mapping[str, str]) -> Value:
             value = left(p)

@@ -11,7 +11,7 @@ from pocketmq.client.consumer import lite_pull as aio
 from pocketmq.client.message import MessageExt, MessageQueue
 
 
-class LitePullConsumer(BlockingClient):
+class LitePullConsumer(BlockingClient[aio.LitePullConsumer]):
     """Reads messages when asked; `with LitePullConsumer(...) as consumer: consumer.poll()`."""
 
     def __init__(self, group: str, *, loop: BackgroundLoop | None = None, **options: Any) -> None:

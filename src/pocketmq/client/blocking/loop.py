@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from pocketmq.runtime.event_loop import new_event_loop
 
@@ -87,10 +87,13 @@ class _Startable(Protocol):
     async def close(self) -> None: ...
 
 
-class BlockingClient:
+C = TypeVar("C", bound=_Startable)
+
+
+class BlockingClient(Generic[C]):
     """What every blocking client shares: its loop, `start`, `close` and `with`."""
 
-    aio: _Startable
+    aio: C
 
     def __init__(self, loop: BackgroundLoop | None) -> None:
         self._background = (loop or BackgroundLoop()).acquire()

@@ -17,7 +17,7 @@ from pocketmq.client.message import Message, MessageQueue, SendResult
 from pocketmq.client.producer import producer as aio
 
 
-class Producer(BlockingClient):
+class Producer(BlockingClient[aio.Producer]):
     """Sends messages; use `with Producer("group", namesrv="127.0.0.1:9876") as producer:`."""
 
     def __init__(

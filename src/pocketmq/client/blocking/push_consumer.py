@@ -7,10 +7,11 @@ from typing import Any
 
 from pocketmq.client.blocking.loop import BackgroundLoop, BlockingClient
 from pocketmq.client.consumer import push as aio
+from pocketmq.client.consumer.listener import Listener
 from pocketmq.client.message import MessageQueue
 
 
-class PushConsumer(BlockingClient):
+class PushConsumer(BlockingClient[aio.PushConsumer]):
     """Consumes topics by calling a listener; `with PushConsumer(...) as consumer:`."""
 
     def __init__(self, group: str, *, loop: BackgroundLoop | None = None, **options: Any) -> None:
@@ -36,7 +37,7 @@ class PushConsumer(BlockingClient):
     def unsubscribe(self, topic: str) -> None:
         self.aio.unsubscribe(topic)
 
-    def register_listener(self, listener: aio.Listener) -> None:
+    def register_listener(self, listener: Listener) -> None:
         """Sets the function called with messages; it runs on worker threads."""
         self.aio.register_listener(listener)
 

@@ -41,7 +41,7 @@ AUTO_CREATE_TOPIC: Final = "TBW102"
 COMPRESS_OVER_BYTES_DEFAULT: Final = 4096
 COMPRESS_LEVEL_DEFAULT: Final = 5
 
-_STATUS_BY_CODE: Final = {
+_STATUS_BY_CODE: Final[dict[int, SendStatus]] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
