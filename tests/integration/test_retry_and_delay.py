@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pocketmq.client.aio import (
     ConsumeFromWhere,
@@ -106,6 +110,7 @@ def test_delay_retries_and_dead_letters(tmp_path: Path) -> None:
                 assert dead_letters[0].properties["p"] == "v"
                 assert dead_letters[0].properties["RETRY_TOPIC"] == "Dead"
                 assert dead_letters[0].reconsume_times == 3
+                await _redrive_brings_it_back(namesrv, consumers)
             finally:
                 for consumer in consumers:
                     await consumer.close()
@@ -113,3 +118,46 @@ def test_delay_retries_and_dead_letters(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         cluster.stop()
+
+
+def _admin(namesrv: str, *args: str) -> Any:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "admin", *args, "-n", namesrv, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+async def _redrive_brings_it_back(namesrv: str, consumers: list[PushConsumer]) -> None:
+    listed = await asyncio.to_thread(_admin, namesrv, "queryDlqMessages", "-g", "g-dead")
+    assert [(d["originTopic"], d["properties"]["p"]) for d in listed] == [("Dead", "v")]
+    dry = await asyncio.to_thread(_admin, namesrv, "redriveDlqMessages", "-g", "g-dead", "--dryRun")
+    assert [d["outcome"] for d in dry] == ["would resend"]
+    returned = asyncio.get_running_loop().create_future()
+
+    async def on_returned(messages: list[MessageExt]) -> None:
+        if not returned.done():
+            returned.set_result(messages[0])
+
+    reader = _consumer(namesrv, "g-after-redrive", "Dead", on_returned)
+    await reader.start()
+    consumers.append(reader)
+    first = await asyncio.wait_for(returned, 15)  # the original message, from the start
+    assert first.body == b"always fails"
+    returned = asyncio.get_running_loop().create_future()
+    done = await asyncio.to_thread(
+        _admin, namesrv, "redriveDlqMessages", "-g", "g-dead", "--rate", "10"
+    )
+    assert [d["outcome"] for d in done] == ["resent"]
+    again = await asyncio.wait_for(returned, 15)
+    assert again.body == b"always fails"
+    assert again.properties["p"] == "v"
+    assert again.properties["REDRIVEN_FROM"] == dead_id(listed[0])
+
+
+def dead_id(document: dict[str, Any]) -> str:
+    return str(document["msgId"])

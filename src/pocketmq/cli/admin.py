@@ -20,10 +20,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from pocketmq.cli import dead_letters
+from pocketmq.cli.admin_report import Report, key_values, table
 from pocketmq.client.admin import (
     AdminClient,
     AdminError,
@@ -43,35 +44,10 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What a command found: a JSON document for `--json`, text lines otherwise."""
-
-    document: Any
-    lines: list[str]
-
-
 Command = Callable[[AdminClient, argparse.Namespace], Awaitable[Report]]
 
 
 # -- formatting --------------------------------------------------------------------------------
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """Left-aligned columns two spaces apart; the last column is not padded."""
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        padded = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        lines.append("  ".join([*padded, row[-1]]).rstrip())
-    return lines
-
-
-def key_values(pairs: Sequence[tuple[str, object]], separator: str = ": ") -> list[str]:
-    """`key<sep>value` lines with the keys padded to one width."""
-    width = max((len(k) for k, _ in pairs), default=0)
-    return [f"{k.ljust(width)}{separator}{v}" for k, v in pairs]
 
 
 def perm_text(perm: int) -> str:
@@ -689,6 +665,7 @@ def register(commands: Any) -> None:
     p.add_argument("-k", "--key", required=True, help="config key")
     p.add_argument("-v", "--value", required=True, help="config value")
 
+    dead_letters.register(add)
     parser.set_defaults(run=run)
 
 
