@@ -313,6 +313,7 @@ class ClientInstance:
             topics.update(consumer.topics())
         changed = False
         self._routes_missing = False
+        known = set(self.routes.all_broker_addresses())
         for topic in sorted(topics):
             before = self.routes.routes.get(topic)
             try:
@@ -325,6 +326,10 @@ class ClientInstance:
                 log.warning("cannot refresh the route of %s: %s", topic, exc)
                 continue
             changed = changed or before != after
+        if not known.issuperset(self.routes.all_broker_addresses()):
+            # A broker seen for the first time must learn this client's groups now: a
+            # consumer is not given queues by brokers that never had its heartbeat.
+            await self.send_heartbeats()
         if changed and self.consumers:
             self.request_rebalance()
 
