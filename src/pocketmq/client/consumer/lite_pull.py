@@ -696,7 +696,7 @@ class LitePullConsumer:
             # Everything up to here was filtered out: nothing of it is left to return.
             state.consumed_offset = max(state.consumed_offset, result.next_begin_offset)
 
-    # -- helpers of the lifecycle ----------------------------------------------------------
+    # -- lifecycle checks ------------------------------------------------------------------
 
     def _check_started(self) -> None:
         if not self._started:
