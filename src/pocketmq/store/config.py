@@ -54,3 +54,9 @@ class MessageStoreConfig:
     max_index_num: int = key("maxIndexNum", 20_000_000)
     message_index_enable: bool = key("messageIndexEnable", True)
     warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
+    # Timer messages (`TimerMessageStore`): any delivery time up to timerMaxDelaySec ahead.
+    timer_wheel_enable: bool = key("timerWheelEnable", True)
+    timer_precision_ms: int = key("timerPrecisionMs", 1000)
+    timer_max_delay_sec: int = key("timerMaxDelaySec", 3 * 24 * 3600)
+    timer_flush_interval_ms: int = key("timerFlushIntervalMs", 1000)
+    mapped_file_size_timer_log: int = key("mappedFileSizeTimerLog", 100 * 1024 * 1024)
