@@ -19,8 +19,9 @@ from pocketmq.broker.headers import (
     required_text,
 )
 from pocketmq.broker.offsets import ConsumerOffsetTable
-from pocketmq.broker.topics import TopicConfig, TopicError, TopicFilterType, TopicTable
+from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.topic_names import TopicError
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RequestHandler
 from pocketmq.runtime.clock import Clock

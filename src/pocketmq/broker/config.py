@@ -51,6 +51,14 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = key("serverChannelMaxIdleTimeSeconds", 120)
     slave_read_enable: bool = key("slaveReadEnable", False)
     enable_property_filter: bool = key("enablePropertyFilter", False)
+    # Transactions: a half younger than the timeout is not checked back; the check-back runs
+    # every interval and discards a half after `transactionCheckMax` checks.
+    reject_transaction_message: bool = key("rejectTransactionMessage", False)
+    transaction_timeout_ms: int = key("transactionTimeOut", 6_000)
+    transaction_check_max: int = key("transactionCheckMax", 15)
+    transaction_check_interval_ms: int = key("transactionCheckInterval", 30_000)
+    recall_message_enable: bool = key("recallMessageEnable", False)
+    allow_recall_when_broker_not_writeable: bool = key("allowRecallWhenBrokerNotWriteable", True)
 
     def namesrv_addresses(self) -> list[str]:
         """`namesrvAddr` split on `;` (RocketMQ's separator), blanks dropped."""

@@ -14,9 +14,12 @@ Batch is decided by the header flag (`batch` / `m`) or by code 320: the C++ clie
 `rocketmq` 0.4.4 sends batches as code 10 with `batch`="1", where Java would only accept "true".
 
 A message with a DELAY level is stored through SCHEDULE_TOPIC_XXXX (`broker/schedule.py`).
-Deliberately not here yet: sends straight to `%RETRY%<group>` past the max reconsume times
-(consumer send-back, `broker/send_back.py`, handles retries), transactional half messages and
-static-topic queue mapping.
+A single message with a future TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS waits in the
+timer wheel (`broker/timer_messages.py`); its answer carries a `recallHandle`.
+A send to `%RETRY%<group>` needs the group to exist; with more reconsume times than the group
+allows it goes to `%DLQ%<group>` instead (RocketMQ's `handleRetryAndDLQ`, rules in
+`broker/retry_policy.py`). A single send with TRAN_MSG=true is stored as a transactional half
+message (`broker/transaction/`). Deliberately not here yet: static-topic queue mapping.
 """
 
 from __future__ import annotations
@@ -25,18 +28,28 @@ import ipaddress
 import logging
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
-from pocketmq.broker.schedule import redirect_delayed
-from pocketmq.broker.topics import (
-    TopicConfig,
-    TopicError,
-    TopicFilterType,
-    TopicTable,
-    validate_topic_name,
+from pocketmq.broker.retry_policy import (
+    DLQ_QUEUE_NUMS,
+    RetrySettings,
+    as_dead_letter,
+    dlq_topic,
+    group_of_retry_topic,
+    max_reconsume_times,
+    retry_send_is_dead,
 )
+from pocketmq.broker.schedule import redirect_delayed
+from pocketmq.broker.timer_messages import (
+    TimerRefusal,
+    TimerSettings,
+    recall_handle,
+    redirect_timer,
+)
+from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
+from pocketmq.broker.transaction.half_messages import is_transaction_send, to_half
 from pocketmq.common.batch import BatchError, decode_batch_body
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import (
@@ -50,6 +63,7 @@ from pocketmq.common.constants import (
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.stored_message import HostAddress
+from pocketmq.common.topic_names import TopicError, validate_topic_name
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import MessageToStore, PutResult, PutStatus
@@ -315,7 +329,10 @@ class SendHandler:
         region_id: str = "DefaultRegion",
         trace_on: bool = True,
         delay_level_count: int = 0,
+        find_group: Callable[[str], Awaitable[RetrySettings | None]] | None = None,
         rng: random.Random | None = None,
+        reject_transaction_message: bool = False,
+        timer: TimerSettings | None = None,
     ) -> None:
         """Wires the send path.
 
@@ -335,7 +352,11 @@ class SendHandler:
             region_id: `regionId`, echoed as the `MSG_REGION` ext field.
             trace_on: `traceOn`, echoed as the `TRACE_ON` ext field.
             delay_level_count: Levels of `messageDelayLevel`; with 0, DELAY is ignored.
+            find_group: A consumer group's settings, or None for an unknown group; sends to
+                retry topics are checked against it. Without it they are stored as sent.
             rng: Picks the queue when the request's queue id is negative.
+            reject_transaction_message: `rejectTransactionMessage`: refuse half messages.
+            timer: Timer message settings; without them TIMER_* properties are stored as sent.
         """
         assert max_message_size > 0, "maxMessageSize must be positive"
         self.store = store
@@ -349,7 +370,10 @@ class SendHandler:
         self.region_id = region_id
         self.trace_on = trace_on
         self.delay_level_count = delay_level_count
+        self.find_group = find_group
         self._rng = rng or random.Random()
+        self.reject_transaction_message = reject_transaction_message
+        self.timer = timer
 
     async def handle(self, request: RemotingCommand, channel: PeerChannel) -> RemotingCommand:
         """Answers one send request; a `RequestHandler` for codes 10, 310 and 320.
@@ -359,8 +383,8 @@ class SendHandler:
             all the same), each with `msgId`, `queueId`, `queueOffset` and, when the message
             has a UNIQ_KEY, `transactionId`; or an error code with a remark saying why nothing
             was stored: INVALID_PARAMETER (header, topic name, queue id), NO_PERMISSION,
-            TOPIC_NOT_EXIST, MESSAGE_ILLEGAL (size, batch body), SERVICE_NOT_AVAILABLE,
-            SYSTEM_BUSY, SYSTEM_ERROR.
+            TOPIC_NOT_EXIST, MESSAGE_ILLEGAL (size, batch body), SUBSCRIPTION_GROUP_NOT_EXIST
+            (a retry topic's group), SERVICE_NOT_AVAILABLE, SYSTEM_BUSY, SYSTEM_ERROR.
         """
         try:
             header = decode_send_header(request)
@@ -368,13 +392,34 @@ class SendHandler:
             queue_id = header.queue_id
             if queue_id < 0:
                 queue_id = self._rng.randrange(topic_config.write_queue_nums)
+            dead_group = await self._dead_letter_group(header, request.version)
             messages = self._build(request, header, topic_config, queue_id, channel)
+            if dead_group is not None:
+                messages = [as_dead_letter(message, dead_group) for message in messages]
+            if not header.batch and is_transaction_send(header.properties, header.reconsume_times):
+                if self.reject_transaction_message:
+                    raise _Rejection(
+                        ResponseCode.NO_PERMISSION,
+                        f"the broker[{self.store_host[0]}] sending transaction message is "
+                        "forbidden",
+                    )
+                messages = [to_half(messages[0])]
+            if self.timer is not None and not header.batch:
+                now_ms = self.clock.now_ms()
+                messages = [redirect_timer(m, self.timer, now_ms) for m in messages]
             result = await self.store_messages(messages)
         except HeaderError as exc:
             return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         except _Rejection as exc:
             return self._answer(request, exc.code, exc.remark)
-        return self._answer_put(request, result, queue_id, header.properties)
+        except TimerRefusal as exc:
+            return self._answer(request, exc.code, exc.remark)
+        answer = self._answer_put(request, result, queue_id, header.properties)
+        if self.timer is not None and not header.batch and result.status in _STORED_CODES:
+            handle = recall_handle(messages[0], self.timer.broker_name)  # timer messages only
+            if handle is not None:
+                answer.ext_fields["recallHandle"] = handle
+        return answer
 
     # -- checks (`AbstractSendMessageProcessor.msgCheck`) ----------------------------------
     def _check(self, header: SendRequestHeader, producer: str) -> TopicConfig:
@@ -413,6 +458,36 @@ class SendHandler:
                 ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}"
             )
         return config
+
+    async def _dead_letter_group(self, header: SendRequestHeader, version: int) -> str | None:
+        """The group whose dead-letter queue a send to its retry topic goes to, if it does
+        (`handleRetryAndDLQ`); creates that dead-letter topic."""
+        group = group_of_retry_topic(header.topic)
+        if group is None or self.find_group is None:
+            return None
+        settings = await self.find_group(group)
+        if settings is None:
+            raise _Rejection(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group} {_FAQ_SUGGESTION}",
+            )
+        limit = max_reconsume_times(settings.retry_max_times, header.max_reconsume_times, version)
+        if not retry_send_is_dead(header.reconsume_times, limit):
+            return None
+        topic = dlq_topic(group)
+        if self.topics.get(topic) is None:
+            config = self.topics.create_system_topic(
+                topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE, self.clock.now_ms()
+            )
+            self.on_topic_created(config)
+        log.info(
+            "message sent to %s after %d reconsume times (max %d) goes to %s",
+            header.topic,
+            header.reconsume_times,
+            limit,
+            topic,
+        )
+        return group
 
     def _create_topic(self, header: SendRequestHeader, producer: str) -> TopicConfig:
         queue_nums = header.default_topic_queue_nums
@@ -564,3 +639,5 @@ _STORED_CODES: Final = {
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 """Statuses after which the messages are stored: the answer carries the send result."""
+STORED_STATUSES: Final = frozenset(_STORED_CODES)
+"""Put outcomes after which the messages are in the CommitLog."""

@@ -1,21 +1,22 @@
-"""Consumer send-back, retry topics and dead-letter queues (RocketMQ's
-`SendMessageProcessor.consumerSendMsgBack` and `handleRetryAndDLQ`).
+"""CONSUMER_SEND_MSG_BACK (code 36): a consumer hands back a message it could not process.
 
-A consumer that could not process a message hands it back (CONSUMER_SEND_MSG_BACK, code 36)
-with the message's CommitLog offset. The broker stores a copy in `%RETRY%<group>` with one more
-reconsume time and a delay that grows with each try (level 3 + reconsume times: 10 s, 30 s,
-1 min, ...), keeping the original topic in RETRY_TOPIC so consumers see it as it was sent. Once
-the message was consumed `maxReconsumeTimes` times (the header's, else the group's
-`retryMaxTimes`, 16 by default), or when the consumer asks for it (delay level -1), the copy
-goes to `%DLQ%<group>` instead and is not delivered again. `decide_send_back` is the pure
-decision; `SendBackHandler` does the I/O.
+The handler (RocketMQ's `AbstractSendMessageProcessor.consumerSendMsgBack`) finds the group,
+creates its retry topic (`retryQueueNums` queues) on first use, reads the message at the
+request's CommitLog offset, and stores a copy where `retry_policy.decide_send_back` says: the
+retry topic with a growing delay, or the dead-letter topic (created with one queue) once the
+tries are used up. The copy is stored through the send path's store step, so its DELAY level
+takes it through SCHEDULE_TOPIC_XXXX like any delayed message.
+
+Answers: SUCCESS (also when the group has `retryQueueNums` <= 0: nothing is stored, as in
+RocketMQ); SUBSCRIPTION_GROUP_NOT_EXIST; NO_PERMISSION (broker or retry topic not writable);
+SYSTEM_ERROR for a bad header, a CommitLog offset with no message, or a failed store.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from pocketmq.broker.headers import (
@@ -26,17 +27,23 @@ from pocketmq.broker.headers import (
     required_long,
     required_text,
 )
-from pocketmq.broker.topics import TopicTable
+from pocketmq.broker.retry_policy import (
+    DLQ_QUEUE_NUMS,
+    RetrySettings,
+    SendBackDecision,
+    decide_send_back,
+    max_reconsume_times,
+    retry_topic,
+    send_back_copy,
+)
+from pocketmq.broker.send import STORED_STATUSES
+from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import (
     PERM_READ,
     PERM_WRITE,
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from pocketmq.common.properties import encode_properties
-from pocketmq.common.stored_message import StoredMessage
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import MessageToStore, PutResult
@@ -45,145 +52,134 @@ from pocketmq.store.message_store import MessageStore
 if TYPE_CHECKING:
     from pocketmq.remoting.transport import Channel, RequestHandler
 
+__all__ = ["SendBackDecision", "SendBackHandler", "decide_send_back"]
+
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
-PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-FIRST_RETRY_LEVEL: Final = 3
-"""Delay level of the first retry (10 s with RocketMQ's default levels)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendBackDecision:
-    """Where a handed-back message goes: its topic, and its delay level (0 for a DLQ)."""
-
-    topic: str
-    delay_level: int
-    reconsume_times: int
-
-    @property
-    def dead(self) -> bool:
-        return self.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
-
-
-def decide_send_back(
-    group: str, reconsume_times: int, delay_level: int, max_reconsume_times: int
-) -> SendBackDecision:
-    """Retry topic with a growing delay, or the dead-letter queue once tries are used up."""
-    if reconsume_times >= max_reconsume_times or delay_level < 0:
-        return SendBackDecision(DLQ_GROUP_TOPIC_PREFIX + group, 0, reconsume_times + 1)
-    level = delay_level if delay_level > 0 else FIRST_RETRY_LEVEL + reconsume_times
-    return SendBackDecision(RETRY_GROUP_TOPIC_PREFIX + group, level, reconsume_times + 1)
-
-
-def copy_for(
-    stored: StoredMessage, decision: SendBackDecision, origin_msg_id: str, origin_topic: str
-) -> MessageToStore:
-    """The copy stored for a send-back: original body, flags and properties, plus the retry
-    bookkeeping (RETRY_TOPIC, ORIGIN_MESSAGE_ID, DELAY)."""
-    properties = dict(stored.properties)
-    properties.setdefault(PROPERTY_RETRY_TOPIC, origin_topic or stored.topic)
-    properties.setdefault(
-        PROPERTY_ORIGIN_MESSAGE_ID,
-        origin_msg_id or properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-    )
-    properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    if decision.delay_level > 0:
-        properties[PROPERTY_DELAY_TIME_LEVEL] = str(decision.delay_level)
-    return MessageToStore(
-        topic=decision.topic,
-        body=stored.body,
-        properties=encode_properties({k: v or None for k, v in properties.items()}),
-        queue_id=0,
-        flag=stored.flag,
-        sys_flag=stored.sys_flag,
-        born_timestamp=stored.born_timestamp,
-        born_host=stored.born_host,
-        reconsume_times=decision.reconsume_times,
-    )
+_FAQ_SUGGESTION: Final = (
+    "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+)
 
 
 class SendBackHandler:
-    """CONSUMER_SEND_MSG_BACK on one broker."""
+    """Answers CONSUMER_SEND_MSG_BACK on one broker."""
 
     def __init__(
         self,
         store: MessageStore,
         topics: TopicTable,
-        group_retry_max_times: Callable[[str], int | None],
-        store_message: Callable[[list[MessageToStore]], Awaitable[PutResult]],
+        find_group: Callable[[str], Awaitable[RetrySettings | None]],
+        store_messages: Callable[[list[MessageToStore]], Awaitable[PutResult]],
         clock: Clock,
         on_topic_created: Callable[[], None],
+        *,
+        broker_permission: Callable[[], int] = lambda: PERM_READ | PERM_WRITE,
+        rng: random.Random | None = None,
     ) -> None:
-        """Args:
-        store: Where the handed-back message is read.
-        topics: Retry and dead-letter topics are created here on first use.
-        group_retry_max_times: A group's `retryMaxTimes`, or None for an unknown group.
-        store_message: Stores the copy through the send path (so DELAY is honoured).
-        clock: For topic versions.
-        on_topic_created: Called after a retry or DLQ topic was created (registration).
+        """Wires the handler.
+
+        Args:
+            store: Where the handed-back message is read (by CommitLog offset).
+            topics: Retry and dead-letter topics are created here on first use.
+            find_group: A group's settings, or None for an unknown group; may create the group
+                (`autoCreateSubscriptionGroup`).
+            store_messages: Stores the copy through the send path, so DELAY is honoured.
+            clock: For topic data versions.
+            on_topic_created: Called after a retry or dead-letter topic was created, so the
+                broker persists its topics and tells the NameServers.
+            broker_permission: The broker's current `brokerPermission`.
+            rng: Picks the retry queue when a group has several.
         """
         self._store = store
         self._topics = topics
-        self._group_retry_max_times = group_retry_max_times
-        self._store_message = store_message
+        self._find_group = find_group
+        self._store_messages = store_messages
         self._clock = clock
         self._on_topic_created = on_topic_created
+        self._broker_permission = broker_permission
+        self._rng = rng or random.Random()
 
     def routes(self) -> dict[int, RequestHandler]:
+        """The request code this handler answers, for the server's dispatch table."""
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.handle}
 
     async def handle(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
+        """Stores a copy of the message at the request's `offset` in the group's retry or
+        dead-letter topic; see the module docstring for the answers."""
         fields = request.ext_fields
         try:
             offset = required_long(fields, "offset")
             group = required_text(fields, "group")
             delay_level = required_int(fields, "delayLevel")
-            max_times = optional_int(fields, "maxReconsumeTimes")
+            header_max = optional_int(fields, "maxReconsumeTimes")
         except HeaderError as exc:
             return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        group_max = self._group_retry_max_times(group)
-        if group_max is None:
+        settings = await self._find_group(group)
+        if settings is None:
             return error_response(
                 request,
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group not exist, {group}",
+                f"subscription group not exist, {group} {_FAQ_SUGGESTION}",
+            )
+        if not self._broker_permission() & PERM_WRITE:
+            return error_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._store.store_host[0]}] sending message is forbidden",
+            )
+        if settings.retry_queue_nums <= 0:
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+        retry_config = self._ensure_topic(retry_topic(group), settings.retry_queue_nums)
+        if not retry_config.perm & PERM_WRITE:
+            return error_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{retry_config.topic_name}] sending message is forbidden",
             )
         stored = self._store.look_message_by_offset(offset)
         if stored is None:
             return error_response(
-                request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}"
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"look message by offset failed, {offset}: no message is stored there",
             )
-        decision = decide_send_back(
-            group,
-            stored.reconsume_times,
-            delay_level,
-            max_times if max_times is not None else group_max,
-        )
-        self._ensure_topic(decision.topic)
-        copy = copy_for(
-            stored, decision, fields.get("originMsgId", ""), fields.get("originTopic", "")
-        )
+        limit = max_reconsume_times(settings.retry_max_times, header_max, request.version)
+        decision = decide_send_back(group, stored.reconsume_times, delay_level, limit)
+        if decision.dead:
+            config = self._ensure_topic(decision.topic, DLQ_QUEUE_NUMS)
+        else:
+            config = retry_config
+        queue_id = self._rng.randrange(max(config.write_queue_nums, 1))
+        copy = send_back_copy(stored, decision, queue_id)
+        result = await self._store_messages([copy])
+        if result.status not in STORED_STATUSES:
+            detail = f" ({result.remark})" if result.remark else ""
+            return error_response(
+                request, ResponseCode.SYSTEM_ERROR, f"{result.status.value}{detail}"
+            )
         if decision.dead:
             log.info(
-                "message %s of %s moved to %s after %d reconsume times",
-                fields.get("originMsgId") or offset,
-                group,
+                "message %s of topic %s moved to %s after %d reconsume times (max %d, "
+                "delay level asked %d)",
+                stored.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                or fields.get("originMsgId")
+                or offset,
+                fields.get("originTopic") or stored.topic,
                 decision.topic,
                 stored.reconsume_times,
-            )
-        result = await self._store_message([copy])
-        if not result.ok:
-            return error_response(
-                request, ResponseCode.SYSTEM_ERROR, f"storing the send-back failed: {result}"
+                limit,
+                delay_level,
             )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
-    def _ensure_topic(self, topic: str) -> None:
-        if self._topics.get(topic) is None:
-            self._topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE, self._clock.now_ms())
-            log.info("created %s", topic)
+    def _ensure_topic(self, topic: str, queues: int) -> TopicConfig:
+        config = self._topics.get(topic)
+        if config is None:
+            config = self._topics.create_system_topic(
+                topic, queues, PERM_READ | PERM_WRITE, self._clock.now_ms()
+            )
+            log.info("created %s with %d queue(s)", topic, queues)
             self._on_topic_created()
+        return config

@@ -1,8 +1,9 @@
 """The broker process: the store, the broker's tables and handlers, one remoting server.
 
-Start-up: check the advertised address, recover the store, load topics and offsets, start
-serving, register with every NameServer. Stop (in phases): unregister, stop accepting and let
-in-flight requests finish, persist topics and offsets, stop the store cleanly.
+Start-up: check the advertised address and the delay levels, recover the store, load topics,
+offsets and delay offsets, start serving and (on a master) delivering delayed messages, register
+with every NameServer. Stop (in phases): unregister, stop accepting and let in-flight requests
+finish, stop delayed delivery, persist topics, offsets and delay offsets, stop the store cleanly.
 """
 
 from __future__ import annotations
@@ -14,26 +15,36 @@ import time
 from typing import Any, Final
 
 from pocketmq.broker.admin_handlers import AdminHandlers
-from pocketmq.broker.admin_stats import AdminStatsHandlers
+from pocketmq.broker.admin_stats import AdminStatsHandlers, SubscriptionGroupConfig
 from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
-from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offset_handlers import OffsetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import PullHandler
 from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
-from pocketmq.broker.schedule import ScheduleService, parse_delay_levels
+from pocketmq.broker.schedule import DelayLevelError, DelayLevels, parse_delay_levels
 from pocketmq.broker.send import SendHandler
 from pocketmq.broker.send_back import SendBackHandler
+from pocketmq.broker.timer_handlers import RecallHandler
+from pocketmq.broker.timer_messages import TimerSettings
 from pocketmq.broker.topics import TopicConfig, TopicTable
+from pocketmq.broker.transaction import (
+    CheckSettings,
+    EndTransactionHandler,
+    RoundRobinProducers,
+    TransactionCheckService,
+)
 from pocketmq.common.codes import RequestCode
 from pocketmq.remoting.transport import RemotingClient, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
+from pocketmq.store.timer import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +107,15 @@ class BrokerServer:
         self.clients = ClientRegistry(config.channel_expired_timeout_ms)
         self.queue_locks = QueueLockTable()
         # Checked here so that a bad messageDelayLevel stops the broker at start, saying why.
-        self._delays_ms = parse_delay_levels(store_config.message_delay_level)
-        self.schedule: ScheduleService | None = None
+        try:
+            self.delay_levels = DelayLevels(
+                tuple(parse_delay_levels(store_config.message_delay_level))
+            )
+        except DelayLevelError as exc:
+            raise BrokerConfigError(str(exc)) from None
+        self.delay_delivery: DelayDelivery | None = None
+        self.timer_store: TimerMessageStore | None = None
+        self.transaction_checks: TransactionCheckService | None = None
         self.registrar: NameServerRegistrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
@@ -125,13 +143,19 @@ class BrokerServer:
         self.store = store = MessageStore(
             self.store_config, store_host=(self.ip, port), clock=self.clock
         )
+        # Before recovery, which dispatches too: schedule entries get their delivery time.
+        store.dispatcher.schedule_delays_ms = self.delay_levels.delays_ms
         await asyncio.to_thread(store.load)
         await store.start()
+        # Timer messages wait on a master only; a slave gets their deliveries by replication.
+        if self.store_config.timer_wheel_enable and self.config.broker_role is not BrokerRole.SLAVE:
+            self.timer_store = TimerMessageStore(store, self.store_config, self.clock)
+            await asyncio.to_thread(self.timer_store.load)
         now = self.clock.now_ms()
         self.topics.load(store.metadata_documents.get("topics.json"), now)
         self.offsets.load(store.metadata_documents.get("consumerOffset.json"))
-        self.schedule = ScheduleService(store, self._delays_ms, self.clock)
-        self.schedule.load(store.metadata_documents.get("delayOffset.json"))
+        self.delay_delivery = DelayDelivery(store, self.delay_levels, self.clock)
+        self.delay_delivery.load(store.metadata_documents.get("delayOffset.json"))
         server.handlers.update(self._handlers(store))
         client_handlers = ClientHandlers(
             self.clients,
@@ -164,7 +188,13 @@ class BrokerServer:
             timeout_ms=self.config.register_broker_timeout_ms,
         )
         await server.serve()
-        self.schedule.start()
+        # As RocketMQ: only a master delivers; a slave gets the results by replication.
+        if self.config.broker_role is not BrokerRole.SLAVE:
+            self.delay_delivery.start()
+            if self.timer_store is not None:
+                self.timer_store.start()
+            self.transaction_checks = self._transaction_check_service(store)
+            self.transaction_checks.start()
         await self.registrar.register_all()
         self.registrar.start()
         loop = asyncio.get_running_loop()
@@ -196,7 +226,10 @@ class BrokerServer:
             broker_permission=config.broker_permission,
             region_id=config.region_id,
             trace_on=config.trace_on,
-            delay_level_count=len(self._delays_ms),
+            delay_level_count=self.delay_levels.max_level,
+            find_group=self._find_group,
+            reject_transaction_message=config.reject_transaction_message,
+            timer=self._timer_settings(),
         )
         self._holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self._holds.on_dispatched)
@@ -228,18 +261,65 @@ class BrokerServer:
             **SendBackHandler(
                 store,
                 self.topics,
-                self._group_retry_max_times,
+                self._find_group,
                 send.store_messages,
                 self.clock,
                 self._topics_changed,
+                broker_permission=lambda: send.broker_permission,
             ).routes(),
             **admin.routes(),
             **self._admin_stats.routes(),
+            **EndTransactionHandler(
+                store,
+                self.clock,
+                transaction_timeout_ms=config.transaction_timeout_ms,
+                is_slave=lambda: config.broker_role is BrokerRole.SLAVE,
+            ).routes(),
+            **RecallHandler(
+                store,
+                self.topics,
+                self._timer_settings(),
+                self.clock,
+                enabled=config.recall_message_enable,
+                is_slave=config.broker_role is BrokerRole.SLAVE,
+                broker_permission=lambda: send.broker_permission,
+                allow_when_not_writeable=config.allow_recall_when_broker_not_writeable,
+                region_id=config.region_id,
+            ).routes(),
         }
 
-    def _group_retry_max_times(self, group: str) -> int | None:
-        config = self._admin_stats.groups.groups.get(group)
-        return None if config is None else config.retry_max_times
+    def _timer_settings(self) -> TimerSettings:
+        return TimerSettings(
+            enabled=self.store_config.timer_wheel_enable,
+            precision_ms=self.store_config.timer_precision_ms,
+            max_delay_sec=self.store_config.timer_max_delay_sec,
+            broker_name=self.config.broker_name,
+        )
+
+    def _transaction_check_service(self, store: MessageStore) -> TransactionCheckService:
+        config = self.config
+        settings = CheckSettings(
+            interval_ms=config.transaction_check_interval_ms,
+            timeout_ms=config.transaction_timeout_ms,
+            check_max=config.transaction_check_max,
+            file_reserved_ms=int(self.store_config.file_reserved_time_hours * 3_600_000),
+        )
+        return TransactionCheckService(
+            store,
+            self.offsets,
+            RoundRobinProducers(self.clients).pick,
+            self.clock,
+            broker_name=config.broker_name,
+            settings=settings,
+        )
+
+    async def _find_group(self, group: str) -> SubscriptionGroupConfig | None:
+        """A group's settings; an unknown group is created first with
+        `autoCreateSubscriptionGroup` (`findSubscriptionGroupConfig`)."""
+        groups = self._admin_stats.groups.groups
+        if group not in groups and self.config.auto_create_subscription_group:
+            await self._admin_stats.ensure_group(group)
+        return groups.get(group)
 
     def _registration_document(self) -> dict[str, Any]:
         return self.topics.snapshot()
@@ -264,6 +344,8 @@ class BrokerServer:
             "dispatchBehindBytes": str(store.max_phy_offset - store.dispatcher.reput_offset),
             "topicCount": str(len(self.topics.topics)),
             "clientConnections": str(len(self.server.channels) if self.server else 0),
+            **(self.delay_delivery.runtime_stats() if self.delay_delivery else {}),
+            **(self.timer_store.runtime_stats() if self.timer_store else {}),
         }
 
     async def _persist_offsets_periodically(self) -> None:
@@ -275,6 +357,8 @@ class BrokerServer:
         if self.store is not None and self.offsets.changed:
             document = self.offsets.snapshot()
             await asyncio.to_thread(self.store.metadata.consumer_offsets.save, document)
+        if self.delay_delivery is not None:
+            await self.delay_delivery.persist()
 
     async def _persist_topics_on_change(self) -> None:
         while True:
@@ -305,9 +389,15 @@ class BrokerServer:
             self._holds.close()
         if self.server is not None:
             await self.server.stop(grace_s)
-        if self.schedule is not None:
-            await self.schedule.stop()
-            self.schedule = None
+        if self.delay_delivery is not None:
+            await self.delay_delivery.stop()
+            self.delay_delivery = None
+        if self.timer_store is not None:
+            await self.timer_store.stop()
+            self.timer_store = None
+        if self.transaction_checks is not None:
+            await self.transaction_checks.stop()
+            self.transaction_checks = None
         await self.client.close()
         if self.store is not None:
             await self._persist_topics()

@@ -16,6 +16,7 @@ from pocketmq.client.blocking.lite_pull_consumer import LitePullConsumer
 from pocketmq.client.blocking.loop import BackgroundLoop
 from pocketmq.client.blocking.producer import Producer
 from pocketmq.client.blocking.push_consumer import PushConsumer
+from pocketmq.client.blocking.transaction_producer import TransactionProducer
 from pocketmq.client.consumer.listener import ConsumeResult
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
@@ -35,6 +36,11 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from pocketmq.client.producer.producer import select_by_hash
+from pocketmq.client.producer.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionSendResult,
+)
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeResult",
     "LitePullConsumer",
+    "LocalTransactionState",
     "Message",
     "MessageError",
     "MessageExt",
@@ -63,5 +70,8 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "TopicNotFoundError",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "select_by_hash",
 ]

@@ -30,6 +30,8 @@ from pocketmq.common.constants import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
@@ -44,6 +46,8 @@ SYSTEM_PROPERTY_KEYS: Final = frozenset(
         PROPERTY_DELAY_TIME_LEVEL,
         PROPERTY_WAIT_STORE_MSG_OK,
         PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_TIMER_DELAY_MS,
     }
 )
 """Keys a `Message` sets from its own fields; `properties` may not name them."""
@@ -76,6 +80,13 @@ class Message:
         wait_store_msg_ok: Whether the broker answers only once the message is stored as its
             flush and replication rules say (RocketMQ's `waitStoreMsgOK`).
         flag: An application flag the broker stores and returns untouched.
+        deliver_time_ms: Deliver at this wall-clock time (ms since the epoch) instead of at
+            once: a 5.x timer message (TIMER_DELIVER_MS), up to the broker's
+            `timerMaxDelaySec` ahead (3 days by default). Its send result has a
+            `recall_handle`.
+        delay_ms: Deliver this many milliseconds after the broker stores it (TIMER_DELAY_MS);
+            the relative form of `deliver_time_ms`. Set one of the two, not both, and no
+            `delay_level` with either.
     """
 
     topic: str
@@ -86,6 +97,8 @@ class Message:
     delay_level: int = 0
     wait_store_msg_ok: bool = True
     flag: int = 0
+    deliver_time_ms: int | None = None
+    delay_ms: int | None = None
 
     @property
     def keys_text(self) -> str | None:
@@ -105,17 +118,29 @@ class Message:
         if clash:
             raise ValueError(
                 f"properties may not set {', '.join(sorted(clash))}: use the Message fields "
-                "(tags, keys, delay_level, wait_store_msg_ok) instead"
+                "(tags, keys, delay_level, wait_store_msg_ok, deliver_time_ms, delay_ms) instead"
             )
+        timers = (self.delay_level > 0, self.deliver_time_ms is not None, self.delay_ms is not None)
+        if sum(timers) > 1:
+            raise ValueError("set one of delay_level, deliver_time_ms and delay_ms, not several")
+        if self.delay_ms is not None and self.delay_ms < 0:
+            raise ValueError(f"delay_ms is {self.delay_ms}: it cannot be negative")
         system: dict[str, str | None] = {
             PROPERTY_TAGS: self.tags or None,
             PROPERTY_KEYS: self.keys_text,
             PROPERTY_DELAY_TIME_LEVEL: str(self.delay_level) if self.delay_level > 0 else None,
             PROPERTY_WAIT_STORE_MSG_OK: None if self.wait_store_msg_ok else "false",
             PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id,
+            PROPERTY_TIMER_DELIVER_MS: _optional_text(self.deliver_time_ms),
+            PROPERTY_TIMER_DELAY_MS: _optional_text(self.delay_ms),
         }
         system.update(self.properties)
         return encode_properties(system)
+
+    @property
+    def delivers_later(self) -> bool:
+        """Whether the broker holds it back (a delay level or a timer): never batched."""
+        return self.delay_level > 0 or self.deliver_time_ms is not None or self.delay_ms is not None
 
     @property
     def sharding_key(self) -> str | None:
@@ -213,6 +238,10 @@ class MessageExt:
         )
 
 
+def _optional_text(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
 def _is_system_key(key: str) -> bool:
     return key in SYSTEM_PROPERTY_KEYS or key in _OTHER_SYSTEM_KEYS or key.startswith("__")
 
@@ -233,6 +262,14 @@ _OTHER_SYSTEM_KEYS: Final = frozenset(
         "ORIGIN_MESSAGE_ID",
         "MAX_RECONSUME_TIMES",
         "CORRECTION_FLAG",
+        "TRANSACTION_CHECK_TIMES",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TIMER_DELAY_SEC",
+        "TIMER_OUT_MS",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_DEL_UNIQKEY",
     }
 )
 
@@ -262,6 +299,8 @@ class SendResult:
         queue_offset: Its offset in that queue (the first one for a batch).
         region_id: The broker's region (MSG_REGION).
         transaction_id: Set for transactional half messages.
+        recall_handle: Set for timer messages: pass it to `Producer.recall` to cancel the
+            message before its time.
     """
 
     status: SendStatus
@@ -271,6 +310,7 @@ class SendResult:
     queue_offset: int
     region_id: str = "DefaultRegion"
     transaction_id: str | None = None
+    recall_handle: str | None = None
 
 
 class UniqueIdGenerator:

@@ -4,6 +4,11 @@ Everything derived from the CommitLog (ConsumeQueue entries, index entries, wake
 pulls) is built here from the records themselves, so a master, a replica copying raw bytes
 and a recovery after a crash all take the same path. Both targets ignore entries they already
 have, so dispatching a range twice is harmless.
+
+Entries of SCHEDULE_TOPIC_XXXX (delayed messages waiting in queue level-1) carry their delivery
+time instead of a tag hash as tag code, as RocketMQ's CommitLog computes it: store time plus the
+level's delay (`messageDelayLevel`, given as `schedule_delays_ms`). The delivery side reads due
+times from the queue alone, and a store written by RocketMQ reads the same.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, Protocol
 
 from pocketmq.common.constants import (
@@ -19,6 +24,7 @@ from pocketmq.common.constants import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE_V1,
     NAME_VALUE_SEPARATOR,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
@@ -46,6 +52,10 @@ _UNSIGNED_SHORT: Final = struct.Struct(">H")
 # TOTALSIZE through BODYLEN for IPv4 hosts: the layout of nearly every record.
 _FIXED_V4: Final = struct.Struct(">iIiiiqqiq8sq8siqi")
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+"""Where delayed messages wait, one queue per delay level (`RMQ_SYS_SCHEDULE_TOPIC`)."""
+UNKNOWN_LEVEL_DELAY_MS: Final = 1000
+"""Delay RocketMQ assumes for a level missing from its table (`computeDeliverTimestamp`)."""
 
 
 class DispatchRequest(NamedTuple):
@@ -71,6 +81,37 @@ class DispatchRequest(NamedTuple):
 
     def properties(self) -> dict[str, str]:
         return decode_properties(self.properties_text)
+
+
+def deliver_timestamp_ms(delays_ms: Sequence[int], level: int, store_timestamp: int) -> int:
+    """When a message stored at `store_timestamp` with delay `level` is due (RocketMQ's
+    `computeDeliverTimestamp`); levels past the last count as the last, as the send path
+    clamps them.
+
+    Args:
+        delays_ms: The delay of each level, level 1 first.
+        level: The message's DELAY level, 1 or more.
+        store_timestamp: The schedule record's store time in ms.
+    """
+    if not delays_ms or level <= 0:
+        return store_timestamp + UNKNOWN_LEVEL_DELAY_MS
+    return store_timestamp + delays_ms[min(level, len(delays_ms)) - 1]
+
+
+def with_deliver_timestamp(request: DispatchRequest, delays_ms: Sequence[int]) -> DispatchRequest:
+    """A SCHEDULE_TOPIC_XXXX entry with its delivery time as tag code; others as they are.
+
+    A schedule record without a usable DELAY level keeps its tag hash (RocketMQ does the same);
+    the delivery side then treats it as due.
+    """
+    if request.topic != SCHEDULE_TOPIC or not delays_ms:
+        return request
+    text = find_property(request.properties_text, PROPERTY_DELAY_TIME_LEVEL)
+    if text is None or not text.isascii() or not text.isdigit() or int(text) <= 0:
+        return request
+    return request._replace(
+        tags_code=deliver_timestamp_ms(delays_ms, int(text), request.store_timestamp)
+    )
 
 
 class RecordEnd(Exception):
@@ -215,11 +256,23 @@ class DispatchTarget(Protocol):
 
 
 class Dispatcher:
-    """Moves `reput_offset` forward over new CommitLog records and feeds every target."""
+    """Moves `reput_offset` forward over new CommitLog records and feeds every target.
 
-    def __init__(self, commit_log: CommitLog, targets: list[DispatchTarget]) -> None:
+    `schedule_delays_ms` (the delay of each `messageDelayLevel`, level 1 first) must be set
+    before the first dispatch, recovery included, for schedule entries to get their delivery
+    time as tag code; left empty they keep their tag hash.
+    """
+
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        targets: list[DispatchTarget],
+        *,
+        schedule_delays_ms: Sequence[int] = (),
+    ) -> None:
         self._commit_log = commit_log
         self._targets = targets
+        self.schedule_delays_ms: tuple[int, ...] = tuple(schedule_delays_ms)
         self.reput_offset = 0
         self.last_store_timestamp = 0
         self.on_dispatched: list[Callable[[DispatchRequest], None]] = []
@@ -246,6 +299,8 @@ class Dispatcher:
                     if request is None:
                         offset = commit_log.next_file_offset(offset)
                         break
+                    if request.topic == SCHEDULE_TOPIC:
+                        request = with_deliver_timestamp(request, self.schedule_delays_ms)
                     for target in self._targets:
                         target.dispatch(request)
                     for listener in self.on_dispatched:

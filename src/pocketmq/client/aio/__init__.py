@@ -22,6 +22,12 @@ from pocketmq.client.errors import RocketMQError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from pocketmq.client.producer.producer import Producer, QueueSelector, select_by_hash
+from pocketmq.client.producer.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
 
 __all__ = [
@@ -35,6 +41,7 @@ __all__ = [
     "ConsumeResult",
     "Listener",
     "LitePullConsumer",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -45,5 +52,8 @@ __all__ = [
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "select_by_hash",
 ]

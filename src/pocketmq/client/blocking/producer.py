@@ -39,7 +39,10 @@ class Producer(BlockingClient[aio.Producer]):
         """
         super().__init__(loop)
         self._window = threading.BoundedSemaphore(max_async_in_flight)
-        self.aio = aio.Producer(group, **options)
+        self.aio = self._make_aio(group, options)
+
+    def _make_aio(self, group: str, options: dict[str, Any]) -> aio.Producer:
+        return aio.Producer(group, **options)
 
     @property
     def group(self) -> str:
@@ -88,6 +91,10 @@ class Producer(BlockingClient[aio.Producer]):
     ) -> SendResult:
         """Sends messages of one topic as one request."""
         return self._background.call(self.aio.send_batch(messages, queue=queue))
+
+    def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancels a pending timer message by its handle (see `aio.Producer.recall`)."""
+        return self._background.call(self.aio.recall(topic, recall_handle))
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of `topic`."""

@@ -30,6 +30,7 @@ from pocketmq.client.errors import (
     RequestTimeoutError,
     RocketMQError,
     TopicNotFoundError,
+    error_for_response,
 )
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import (
@@ -45,6 +46,7 @@ from pocketmq.client.producer.wire import (
     COMPRESS_LEVEL_DEFAULT,
     COMPRESS_OVER_BYTES_DEFAULT,
     PreparedSend,
+    check_topic,
     prepare_batch,
     prepare_message,
     read_send_response,
@@ -54,6 +56,7 @@ from pocketmq.client.route_cache import TopicPublishInfo, publish_queues
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
 from pocketmq.common.java_hash import java_string_hash
+from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
 from pocketmq.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -213,7 +216,7 @@ class Producer:
             RocketMQError: every attempt failed; the last failure is raised.
         """
         self._check_started()
-        if self._batcher is not None and queue is None and message.delay_level <= 0:
+        if self._batcher is not None and queue is None and not message.delivers_later:
             return await self._batcher.add(message)
         prepared = self._prepare(message)
         if queue is not None:
@@ -237,7 +240,7 @@ class Producer:
             A future of the result; `close` waits for it.
         """
         self._check_started()
-        if self._batcher is not None and message.delay_level <= 0:
+        if self._batcher is not None and not message.delivers_later:
             future = self._batcher.add(message)
         else:
             future = asyncio.ensure_future(self.send(message))
@@ -311,6 +314,51 @@ class Producer:
         if queue is not None:
             return await self._send_to_queue(prepared, queue, self.send_timeout_s)
         return await self._send_with_retries(prepared)
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancels a timer message before its delivery time (RocketMQ 5's `recallMessage`).
+
+        The broker stores a delete marker in the message's wheel slot; once the slot is due
+        the message is not delivered. A recall that reaches the broker after the slot began
+        delivering changes nothing.
+
+        Args:
+            topic: The message's topic.
+            recall_handle: `SendResult.recall_handle` of its send.
+
+        Returns:
+            The recalled message's id (UNIQ_KEY), as the broker confirms it.
+
+        Raises:
+            MessageError: the handle does not decode, or the topic is a retry or dead-letter
+                topic.
+            RocketMQError: the broker refused; the message says why (recall switched off with
+                `recallMessageEnable`, the message due already, another topic or broker).
+        """
+        self._check_started()
+        check_topic(topic)
+        if topic.startswith(("%RETRY%", "%DLQ%")):
+            raise MessageError(f"cannot recall in {topic}: retry and dead-letter topics")
+        try:
+            handle = decode_recall_handle(recall_handle)
+        except RecallHandleError as exc:
+            raise MessageError(f"cannot recall in {topic}: {exc}") from None
+        await self._publish_info(topic)
+        address = await self._master_address(handle.broker_name)
+        header = {
+            "producerGroup": self.group,
+            "topic": topic,
+            "recallHandle": recall_handle,
+            "bname": handle.broker_name,
+        }
+        response = await self.instance.invoke(
+            address, RequestCode.RECALL_MESSAGE, header, timeout_s=self.send_timeout_s
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_response(
+                response.code, response.remark, f"recall in {topic} on {handle.broker_name}"
+            )
+        return response.ext_fields.get("msgId") or handle.message_id
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of `topic` (`fetchPublishMessageQueues`)."""

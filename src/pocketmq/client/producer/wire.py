@@ -139,8 +139,8 @@ def prepare_batch(
     """Checks and encodes messages of one topic as one batch (RocketMQ's `MessageBatch`).
 
     Raises:
-        MessageError: no messages, several topics, a delayed message (batches cannot carry
-            delays), differing `wait_store_msg_ok`, bad properties, or a batch over
+        MessageError: no messages, several topics, a delayed or timer message (batches cannot
+            carry delays), differing `wait_store_msg_ok`, bad properties, or a batch over
             `max_message_bytes`.
     """
     if not messages:
@@ -156,8 +156,10 @@ def prepare_batch(
                 f"a batch goes to one topic: message {index} is for {message.topic}, the first "
                 f"for {topic}"
             )
-        if message.delay_level > 0:
-            raise MessageError(f"message {index}: delayed messages cannot be sent in a batch")
+        if message.delivers_later:
+            raise MessageError(
+                f"message {index}: delayed and timer messages cannot be sent in a batch"
+            )
         if message.wait_store_msg_ok != wait:
             raise MessageError("every message of a batch needs the same wait_store_msg_ok")
         body = _checked_body(message, max_message_bytes)
@@ -217,6 +219,7 @@ def read_send_response(
         queue_offset=queue_offset,
         region_id=fields.get(PROPERTY_MSG_REGION) or "DefaultRegion",
         transaction_id=fields.get("transactionId") or None,
+        recall_handle=fields.get("recallHandle") or None,
     )
 
 
