@@ -2,7 +2,8 @@
 
 Cluster `DefaultCluster`, broker `broker-a`, data under `./.pocketmq` (or `--data-dir`),
 `--namesrv-port` / `--broker-port` to move them (0 picks free ports), `-c broker.properties`
-for anything else (for example `flushDiskType=SYNC_FLUSH`). One "ready" line gives the
+for anything else (for example `flushDiskType=SYNC_FLUSH`). Unlike a plain broker, timer
+messages may be recalled (`recallMessageEnable=true`). One "ready" line gives the
 addresses; Ctrl-C stops both cleanly.
 """
 
@@ -43,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
             bind_address="127.0.0.1",
             kv_config_path=str(Path(args.data_dir) / "namesrv" / "kvConfig.json"),
         )
-        broker_config = BrokerConfig(bind_address="127.0.0.1", broker_ip1="127.0.0.1")
+        # A development cluster lets producers recall timer messages; a config file may say no.
+        broker_config = BrokerConfig(
+            bind_address="127.0.0.1", broker_ip1="127.0.0.1", recall_message_enable=True
+        )
         store_config = MessageStoreConfig()
         apply_config_file(args.config, broker_config, store_config)
         broker_config.listen_port = args.broker_port

@@ -58,13 +58,16 @@ def start_cluster(data_dir: Path, **broker_settings: Any) -> InProcessCluster:
     """Starts a NameServer and a broker (cluster DefaultCluster, broker-a) on free ports.
 
     `broker_settings` set `BrokerConfig` or `MessageStoreConfig` fields by name, e.g.
-    `flush_disk_type=FlushDiskType.SYNC_FLUSH`.
+    `flush_disk_type=FlushDiskType.SYNC_FLUSH`. As `pocketmq up`, timer messages may be
+    recalled.
     """
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pocketmq-cluster", daemon=True)
     thread.start()
     namesrv = NamesrvServer(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
-    broker_config = BrokerConfig(listen_port=0, bind_address="127.0.0.1", broker_ip1="127.0.0.1")
+    broker_config = BrokerConfig(
+        listen_port=0, bind_address="127.0.0.1", broker_ip1="127.0.0.1", recall_message_enable=True
+    )
     store_config = MessageStoreConfig(
         store_path_root_dir=str(data_dir),
         mapped_file_size_commit_log=64 * 1024 * 1024,
