@@ -214,6 +214,8 @@ def _admin(namesrv: str, *args: str) -> Any:
 
 async def _redrive_brings_it_back(namesrv: str) -> None:
     listed = await asyncio.to_thread(_admin, namesrv, "queryDlqMessages", "-g", "g-dead")
+    # A group that never dead-lettered anything has no DLQ topic: an empty list, no error.
+    assert await asyncio.to_thread(_admin, namesrv, "queryDlqMessages", "-g", "g-fine") == []
     assert [(d["originTopic"], d["properties"]["p"]) for d in listed] == [("Dead", "v")]
     dry = await asyncio.to_thread(_admin, namesrv, "redriveDlqMessages", "-g", "g-dead", "--dryRun")
     assert [d["outcome"] for d in dry] == ["would resend"]

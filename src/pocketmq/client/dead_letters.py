@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from pocketmq.client.admin import Admin, FoundMessage
+from pocketmq.client.admin import Admin, AdminError, FoundMessage
 from pocketmq.client.errors import RocketMQError
 from pocketmq.client.message import Message, MessageExt
 from pocketmq.client.producer.producer import Producer
+from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PROPERTY_RETRY_TOPIC
 
 DLQ_PREFIX: Final = "%DLQ%"
@@ -74,12 +75,16 @@ class RedriveResult:
 async def list_dead_letters(
     admin: Admin, group: str, *, offset: int | None = None, count: int = 128
 ) -> list[DeadLetter]:
-    """Up to `count` dead letters of `group`, oldest first (nothing is committed).
-
-    Raises:
-        AdminError: the group has no dead-letter topic (nothing ever failed for good).
-    """
-    found: list[FoundMessage] = await admin.consume(DLQ_PREFIX + group, offset=offset, count=count)
+    """Up to `count` dead letters of `group`, oldest first (nothing is committed); none when
+    the group has no dead-letter topic yet (nothing of it ever failed for good)."""
+    try:
+        found: list[FoundMessage] = await admin.consume(
+            DLQ_PREFIX + group, offset=offset, count=count
+        )
+    except AdminError as exc:
+        if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+            return []
+        raise
     return [DeadLetter(MessageExt.from_stored(f.message, f.broker_name)) for f in found]
 
 
