@@ -469,6 +469,12 @@ class AdminStatsHandlers:
         log.info("consumer group %s created on first heartbeat", group)
         await self._save_groups()
 
+    async def replace_groups(self, document: Any) -> None:
+        """Takes a master's whole group table in place of this one (a slave's sync)."""
+        self.groups.groups.clear()
+        self.groups.load(document)
+        await self._save_groups()
+
     async def _save_groups(self) -> None:
         async with self._save_lock:
             document = self.groups.snapshot()

@@ -36,14 +36,24 @@ class ConsumerOffsetTable:
             self._table[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
 
     def snapshot(self) -> dict[str, Any]:
-        """The `consumerOffset.json` document."""
+        """The `consumerOffset.json` document, to be saved (clears `changed`)."""
         self.changed = False
+        return self.document()
+
+    def document(self) -> dict[str, Any]:
+        """The `consumerOffset.json` document (also the GET_ALL_CONSUMER_OFFSET answer)."""
         return {
             "offsetTable": {
                 f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": {str(q): o for q, o in sorted(qs.items())}
                 for (topic, group), qs in sorted(self._table.items())
             }
         }
+
+    def replace_all(self, document: Any) -> None:
+        """Takes a master's whole table in place of this one (a slave's sync)."""
+        self._table.clear()
+        self.load(document)
+        self.changed = True
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self._table.setdefault((topic, group), {})[queue_id] = offset

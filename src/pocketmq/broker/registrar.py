@@ -78,6 +78,8 @@ class NameServerRegistrar:
         self._period_s = min(max(period_ms, 10_000), 60_000) / 1000
         self._timeout_s = timeout_ms / 1000
         self._task: asyncio.Task[None] | None = None
+        self.master_address: str | None = None
+        self.master_ha_address: str | None = None
         self._wakeup = asyncio.Event()
         self.registered: dict[str, bool] = {}
 
@@ -112,6 +114,14 @@ class NameServerRegistrar:
         if not self.registered.get(address, False):
             log.info("registered with NameServer %s", address)
         self.registered[address] = True
+        # A slave learns its master here; kept while the master is away (it comes back there).
+        ha_address = response.ext_fields.get("haServerAddr")
+        if ha_address and ha_address != self.master_ha_address:
+            log.info("master of %s: %s (HA %s)", self._identity.broker_name,
+                     response.ext_fields.get("masterAddr"), ha_address)  # fmt: skip
+            self.master_ha_address = ha_address
+        if response.ext_fields.get("masterAddr"):
+            self.master_address = response.ext_fields["masterAddr"]
 
     async def _run(self) -> None:
         """Registers every period, or at once when woken; `start` follows a first round."""

@@ -593,6 +593,9 @@ class SendHandler:
             ),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
+            # What "stored" meant for this message; RocketMQ's clients ignore these fields.
+            "durability": result.durability.value,
+            "replicas": str(result.replicas),
         }
         # Java reports the UNIQ_KEY of what it stored: the message's own, or for a batch the
         # batch header's (usually none, as producers set UNIQ_KEY per entry).

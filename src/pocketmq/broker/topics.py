@@ -112,6 +112,11 @@ class TopicTable:
                 self.data_version = DataVersion.from_json(version)
         self._create_system_topics(now_ms)
 
+    def replace_all(self, document: Any, now_ms: int) -> None:
+        """Takes a master's whole topic table in place of this one (a slave's sync)."""
+        self.topics.clear()
+        self.load(document, now_ms)
+
     def _create_system_topics(self, now_ms: int) -> None:
         for name, queues in SYSTEM_TOPICS.items():
             self.topics.setdefault(name, TopicConfig(name, queues, queues))
@@ -174,6 +179,18 @@ class TopicTable:
             return None
         queues = max(1, min(queue_nums, template.write_queue_nums))
         config = TopicConfig(name, queues, queues, template.perm & ~PERM_INHERIT)
+        self.topics[name] = config
+        self.data_version = self.data_version.bumped(now_ms)
+        return config
+
+    def learn_replicated(self, name: str, queue_id: int, now_ms: int) -> TopicConfig | None:
+        """On a slave: a topic seen in replicated data before the metadata sync brought its
+        config. Creates it with the default queue count (more if `queue_id` needs them); the
+        next sync replaces this guess with the master's config. None for a known topic."""
+        if name in self.topics:
+            return None
+        queues = max(queue_id + 1, self._default_queue_nums)
+        config = TopicConfig(name, queues, queues, PERM_READ | PERM_WRITE)
         self.topics[name] = config
         self.data_version = self.data_version.bumped(now_ms)
         return config

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from pocketmq.cli import dead_letters
+from pocketmq.cli import dead_letters, replication
 from pocketmq.cli.admin_report import Report, key_values, table
 from pocketmq.client.admin import (
     AdminClient,
@@ -250,6 +250,7 @@ async def cluster_list(admin: AdminClient, args: argparse.Namespace) -> Report:
                         cluster,
                         name,
                         broker_id,
+                        runtime.get("brokerRole", "-"),
                         address,
                         version,
                         _first_word(runtime.get("putTps"), "0.00"),
@@ -272,6 +273,7 @@ async def cluster_list(admin: AdminClient, args: argparse.Namespace) -> Report:
         "#Cluster Name",
         "#Broker Name",
         "#BID",
+        "#Role",
         "#Addr",
         "#Version",
         "#InTPS(LOAD)",
@@ -666,6 +668,7 @@ def register(commands: Any) -> None:
     p.add_argument("-v", "--value", required=True, help="config value")
 
     dead_letters.register(add)
+    replication.register(add)
     parser.set_defaults(run=run)
 
 

@@ -740,6 +740,18 @@ class AdminClient:
         )
         return _kv_table(response.body, address)
 
+    async def ha_status(self, address: str) -> dict[str, Any]:
+        """The broker's replication state (GET_BROKER_HA_STATUS `HARuntimeInfo`): a master's
+        slaves with their acknowledged offsets and lag, or a slave's view of its master."""
+        response = await self._broker_ok(
+            address, RequestCode.GET_BROKER_HA_STATUS, what="replication status"
+        )
+        try:
+            document = json.loads(response.body or b"{}")
+        except ValueError as exc:
+            raise AdminError(f"broker {address} sent an unreadable HA status: {exc}") from None
+        return document if isinstance(document, dict) else {}
+
     async def broker_config(self, address: str) -> dict[str, str]:
         """The broker's settings (GET_BROKER_CONFIG), key -> value as it reports them."""
         response = await self._broker_ok(

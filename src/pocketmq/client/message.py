@@ -301,6 +301,11 @@ class SendResult:
         transaction_id: Set for transactional half messages.
         recall_handle: Set for timer messages: pass it to `Producer.recall` to cancel the
             message before its time.
+        durability: What "stored" meant, from a pocketmq broker: "IN_MEMORY" (written, in
+            the page cache: survives a broker crash, not a power loss) or "FLUSHED" (fsynced
+            on the master). None from brokers that do not say.
+        replicas: How many copies held the message when the broker answered: 1 for the
+            master alone, 2 with one slave's acknowledgement, ... None when not said.
     """
 
     status: SendStatus
@@ -311,6 +316,8 @@ class SendResult:
     region_id: str = "DefaultRegion"
     transaction_id: str | None = None
     recall_handle: str | None = None
+    durability: str | None = None
+    replicas: int | None = None
 
 
 class UniqueIdGenerator:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pocketmq.common.stored_message import HostAddress
 
@@ -68,7 +69,15 @@ class PutResult:
     wrote_bytes: int = 0
     store_timestamp: int = 0
     durability: Durability = Durability.IN_MEMORY
+    replicas: int = 1
+    """Copies known to hold the bytes when the put returned: this store plus acknowledging
+    slaves (Master/Slave replication)."""
     remark: str = ""
+
+    @property
+    def end_offset(self) -> int:
+        """The CommitLog offset just past what this put wrote."""
+        return self.physical_offsets[0] + self.wrote_bytes if self.physical_offsets else 0
 
     @property
     def ok(self) -> bool:
@@ -77,6 +86,17 @@ class PutResult:
     @property
     def message_count(self) -> int:
         return len(self.physical_offsets)
+
+
+class Replication(Protocol):
+    """How a master's puts wait for slaves (`broker/ha`); the store calls it after each put."""
+
+    def notify_appended(self) -> None:
+        """New bytes are in the CommitLog: stream them."""
+
+    async def settle(self, result: PutResult) -> None:
+        """Sets `result.replicas`, and on a synchronous master waits for a slave: the status
+        becomes FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE when none confirms in time."""
 
 
 class GetStatus(enum.Enum):

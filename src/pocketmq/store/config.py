@@ -54,6 +54,13 @@ class MessageStoreConfig:
     max_index_num: int = key("maxIndexNum", 20_000_000)
     message_index_enable: bool = key("messageIndexEnable", True)
     warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
+    # Master/Slave replication (`broker/ha`). haListenPort -1: listenPort + 1.
+    ha_listen_port: int = key("haListenPort", -1)
+    ha_master_address: str = key("haMasterAddress", "")
+    ha_send_heartbeat_interval_ms: int = key("haSendHeartbeatInterval", 5000)
+    ha_housekeeping_interval_ms: int = key("haHousekeepingInterval", 20_000)
+    ha_transfer_batch_size: int = key("haTransferBatchSize", 32 * 1024)
+    ha_max_gap_not_in_sync: int = key("haMaxGapNotInSync", 256 * 1024 * 1024)
     # Timer messages (`TimerMessageStore`): any delivery time up to timerMaxDelaySec ahead.
     timer_wheel_enable: bool = key("timerWheelEnable", True)
     timer_precision_ms: int = key("timerPrecisionMs", 1000)

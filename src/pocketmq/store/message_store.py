@@ -40,6 +40,7 @@ from pocketmq.store.api import (
     MessageToStore,
     PutResult,
     PutStatus,
+    Replication,
 )
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
@@ -117,6 +118,9 @@ class MessageStore:
         self._dispatch_handle: asyncio.Handle | None = None
         self._loaded = False
         self._running = False
+        # A slave's CommitLog takes only replicated bytes (`append_raw`), never puts.
+        self.accepts_puts = True
+        self.replication: Replication | None = None
         self.last_recovery: RecoveryResult | None = None
 
     # -- life cycle ------------------------------------------------------------------------
@@ -318,18 +322,29 @@ class MessageStore:
         """
         if not self._loaded:
             raise StoreNotRunningError("the store is not loaded")
+        if not self.accepts_puts:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark="this broker is a slave (brokerRole=SLAVE): send to its master",
+            )
         result = self.commit_log.append(messages)
         if not result.ok:
             return result
         self._schedule_dispatch()
+        replication = self.replication
+        if replication is not None:
+            replication.notify_appended()
         group_commit = self._group_commit
         if group_commit is not None:
-            end = result.physical_offsets[0] + result.wrote_bytes
-            durable = await group_commit.wait_durable(end, self.config.sync_flush_timeout_ms / 1000)
+            durable = await group_commit.wait_durable(
+                result.end_offset, self.config.sync_flush_timeout_ms / 1000
+            )
             if durable:
                 result.durability = Durability.FLUSHED
             else:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        if replication is not None and result.status is PutStatus.PUT_OK:
+            await replication.settle(result)
         return result
 
     def put_messages_now(self, messages: Sequence[MessageToStore]) -> PutResult:
@@ -340,6 +355,8 @@ class MessageStore:
         result = self.commit_log.append(messages)
         if result.ok:
             self.dispatcher.dispatch_available()
+            if self.replication is not None:
+                self.replication.notify_appended()
         return result
 
     def _schedule_dispatch(self) -> None:
@@ -494,6 +511,10 @@ class MessageStore:
         return self.get_message_store_timestamp(
             topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
         )
+
+    def store_timestamp_at(self, physical: int) -> int:
+        """The store time of the record at CommitLog offset `physical`, or -1."""
+        return self._store_timestamp_at(physical, 80)
 
     def _store_timestamp_at(self, physical: int, size: int) -> int:
         record = self.commit_log.read(physical, min(size, 80))

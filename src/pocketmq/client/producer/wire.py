@@ -220,7 +220,16 @@ def read_send_response(
         region_id=fields.get(PROPERTY_MSG_REGION) or "DefaultRegion",
         transaction_id=fields.get("transactionId") or None,
         recall_handle=fields.get("recallHandle") or None,
+        durability=fields.get("durability") or None,
+        replicas=_optional_int(fields.get("replicas")),
     )
+
+
+def _optional_int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
 
 
 def split_batch_result(result: SendResult, prepared: PreparedSend) -> list[SendResult]:
@@ -234,6 +243,8 @@ def split_batch_result(result: SendResult, prepared: PreparedSend) -> list[SendR
             queue=result.queue,
             queue_offset=result.queue_offset + i if result.queue_offset >= 0 else -1,
             region_id=result.region_id,
+            durability=result.durability,
+            replicas=result.replicas,
         )
         for i, msg_id in enumerate(prepared.msg_ids)
     ]

@@ -1,0 +1,288 @@
+"""The master's side of replication: a server on the HA port that streams CommitLog bytes to
+each connected slave from the offset it reports, and counts what slaves acknowledged.
+
+A SYNC_MASTER put waits until some slave reports an offset at or past the put's end (RocketMQ's
+`GroupTransferService`), at most `syncFlushTimeout`; with no slave connected, or the best one
+further behind than `haMaxGapNotInSync`, it does not wait and answers SLAVE_NOT_AVAILABLE. The
+bytes stay stored either way: the status tells the producer what was not achieved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pocketmq.broker.ha.protocol import (
+    HAProtocolError,
+    ReportDecoder,
+    encode_transfer_header,
+)
+from pocketmq.broker.ha.settings import HASettings
+from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.store.api import PutResult, PutStatus
+from pocketmq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK = 64 * 1024
+
+
+@dataclass(eq=False)
+class SlaveConnection:
+    """One connected slave, as the master sees it."""
+
+    address: str
+    connected_ms: int
+    ack_offset: int = -1
+    """The slave's last reported CommitLog max offset; -1 before its first report."""
+    transfer_from: int = -1
+    """Where the master started streaming (the first report)."""
+    next_offset: int = -1
+    last_report_ms: int = 0
+    bytes_sent: int = 0
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    reported: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class HAMaster:
+    """Streams the CommitLog to slaves; the store's `Replication` on a master."""
+
+    def __init__(self, store: MessageStore, settings: HASettings, clock: Clock) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.connections: set[SlaveConnection] = set()
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._sequence = itertools.count()
+
+    # -- life cycle ------------------------------------------------------------------------
+    async def start(self, host: str, port: int) -> int:
+        """Listens on `host:port` (0 picks a free port); returns the port."""
+        self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HA service listening on %s:%d", host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            await cancel_and_wait(task)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.cancel()
+        self._waiters.clear()
+
+    # -- Replication -----------------------------------------------------------------------
+    def notify_appended(self) -> None:
+        for connection in self.connections:
+            connection.wakeup.set()
+
+    async def settle(self, result: PutResult) -> None:
+        end = result.end_offset
+        result.replicas = 1 + self.replicas_at(end)
+        if not self.settings.sync or result.replicas > 1:
+            return
+        if not self.slave_ok(end):
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            return
+        if await self.wait_acknowledged(end, self.settings.sync_timeout_s):
+            result.replicas = 1 + self.replicas_at(end)
+        else:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+
+    def replicas_at(self, offset: int) -> int:
+        """How many slaves acknowledged everything before `offset`."""
+        return sum(1 for c in self.connections if c.ack_offset >= offset)
+
+    @property
+    def max_ack_offset(self) -> int:
+        return max((c.ack_offset for c in self.connections), default=-1)
+
+    def slave_ok(self, end_offset: int) -> bool:
+        """Whether a synchronous put may wait for a slave (`HAService.isSlaveOK`)."""
+        best = self.max_ack_offset
+        return best >= 0 and end_offset - best < self.settings.max_gap_not_in_sync
+
+    async def wait_acknowledged(self, offset: int, timeout_s: float) -> bool:
+        """Waits until a slave acknowledged `offset`; False after `timeout_s`."""
+        if self.max_ack_offset >= offset:
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (offset, next(self._sequence), future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def _acknowledged(self) -> None:
+        best = self.max_ack_offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= best:
+            _, _, future = heapq.heappop(waiters)
+            if not future.done():
+                future.set_result(None)
+
+    # -- connections -----------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        peer = writer.get_extra_info("peername")
+        address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        connection = SlaveConnection(address, self.clock.now_ms())
+        self.connections.add(connection)
+        log.info("slave %s connected to the HA service", address)
+        reports = asyncio.create_task(self._read_reports(connection, reader))
+        transfer = asyncio.create_task(self._transfer(connection, writer))
+        reason = "closed"
+        try:
+            done, _ = await asyncio.wait({reports, transfer}, return_when=asyncio.FIRST_COMPLETED)
+            for finished in done:
+                error = finished.exception()
+                if error is not None:
+                    reason = str(error) or type(error).__name__
+        except asyncio.CancelledError:
+            # The service stops. Not re-raised: asyncio's stream server would log a cancelled
+            # connection callback as an error.
+            reason = "the HA service stopped"
+        finally:
+            for task in (reports, transfer):
+                # A task that already failed holds its error: it was read above.
+                with contextlib.suppress(Exception):
+                    await cancel_and_wait(task)
+            self.connections.discard(connection)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            self._handlers.discard(task)
+            log.info(
+                "slave %s left the HA service at offset %d: %s",
+                address,
+                connection.ack_offset,
+                reason,
+            )
+
+    async def _read_reports(
+        self, connection: SlaveConnection, reader: asyncio.StreamReader
+    ) -> None:
+        decoder = ReportDecoder()
+        while True:
+            try:
+                data = await asyncio.wait_for(
+                    reader.read(_READ_CHUNK), self.settings.housekeeping_s
+                )
+            except TimeoutError:
+                raise ConnectionError(
+                    f"no report for {self.settings.housekeeping_s:.0f} s"
+                ) from None
+            if not data:
+                raise ConnectionError("the slave closed the connection")
+            offset = decoder.feed(data)
+            if offset is None:
+                continue
+            connection.ack_offset = offset
+            connection.last_report_ms = self.clock.now_ms()
+            connection.reported.set()
+            self._acknowledged()
+
+    async def _transfer(self, connection: SlaveConnection, writer: asyncio.StreamWriter) -> None:
+        await connection.reported.wait()
+        store = self.store
+        start = connection.ack_offset
+        if start == 0:
+            start = store.min_phy_offset  # an empty slave starts where the master's log does
+        elif start < store.min_phy_offset:
+            raise HAProtocolError(
+                f"the slave is at offset {start} but this master's CommitLog now starts at "
+                f"{store.min_phy_offset}: empty the slave's store and start it again"
+            )
+        elif start > store.max_phy_offset:
+            raise HAProtocolError(
+                f"the slave is at offset {start}, past this master's end {store.max_phy_offset}"
+                ": it holds data the master does not; it must not follow this master"
+            )
+        connection.transfer_from = connection.next_offset = start
+        log.info("streaming CommitLog to slave %s from offset %d", connection.address, start)
+        batch = self.settings.transfer_batch
+        while True:
+            offset = connection.next_offset
+            if offset < store.max_phy_offset:
+                data = self._read(offset, batch)
+                writer.write(encode_transfer_header(offset, len(data)))
+                writer.write(data)
+                await writer.drain()
+                connection.next_offset = offset + len(data)
+                connection.bytes_sent += len(data)
+                continue
+            connection.wakeup.clear()
+            if offset < store.max_phy_offset:
+                continue
+            try:
+                await asyncio.wait_for(connection.wakeup.wait(), self.settings.heartbeat_interval_s)
+            except TimeoutError:
+                writer.write(encode_transfer_header(offset, 0))
+                await writer.drain()
+
+    def _read(self, offset: int, limit: int) -> bytes:
+        """Up to `limit` written bytes at `offset`, never past the end of its file."""
+        found = self.store.commit_log.view_from(offset)
+        if found is None:
+            raise HAProtocolError(f"offset {offset} is not in this master's CommitLog")
+        view, position = found
+        try:
+            return bytes(view[position : position + limit])
+        finally:
+            view.release()
+
+    # -- status ------------------------------------------------------------------------------
+    def _lag_ms(self, ack_offset: int, head: int, now_ms: int) -> int:
+        """How long the oldest message the slave lacks has been stored; 0 when it has all."""
+        if ack_offset < 0:
+            return -1
+        if ack_offset >= head:
+            return 0
+        stored = self.store.store_timestamp_at(ack_offset)
+        return max(0, now_ms - stored) if stored > 0 else -1
+
+    def runtime_info(self) -> dict[str, Any]:
+        """The master's part of `HARuntimeInfo` (GET_BROKER_HA_STATUS)."""
+        now = self.clock.now_ms()
+        head = self.store.max_phy_offset
+        return {
+            "master": True,
+            "masterCommitLogMaxOffset": head,
+            "inSyncSlaveNums": sum(
+                1
+                for c in self.connections
+                if c.ack_offset >= 0 and head - c.ack_offset < self.settings.max_gap_not_in_sync
+            ),
+            "haConnectionInfo": [
+                {
+                    "addr": c.address,
+                    "slaveAckOffset": c.ack_offset,
+                    "diff": head - c.ack_offset if c.ack_offset >= 0 else head,
+                    "inSync": c.ack_offset >= 0
+                    and head - c.ack_offset < self.settings.max_gap_not_in_sync,
+                    "lagMs": self._lag_ms(c.ack_offset, head, now),
+                    "transferFromWhere": c.transfer_from,
+                    "transferredBytes": c.bytes_sent,
+                    "lastReportAgoMs": now - c.last_report_ms if c.last_report_ms else -1,
+                    "connectedMs": c.connected_ms,
+                }
+                for c in sorted(self.connections, key=lambda c: c.address)
+            ],
+        }

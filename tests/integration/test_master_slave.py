@@ -1,0 +1,281 @@
+"""Master/Slave replication with real broker processes on loopback: a SYNC_MASTER answers once
+its slave has the bytes, the send result says so, the slave refuses writes, keeps serving reads
+while the master is down, resumes after restarts of either side, and ends byte for byte equal
+to its master; a slave copies its master's topics, groups and offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client.aio import (
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.properties import encode_properties
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import RemotingClient
+from tests.integration.replication import BrokerGroup
+
+WAIT_S = 30.0
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[BrokerGroup]:
+    started = BrokerGroup(tmp_path)
+    try:
+        yield started
+    except BaseException:
+        print(started.logs())  # noqa: T201  (shown by pytest on failure)
+        raise
+    finally:
+        started.close()
+
+
+def commit_log_digest(data_dir: Path) -> tuple[list[str], str]:
+    """The CommitLog files' names and a digest of their bytes (unwritten space is zeros)."""
+    files = sorted((data_dir / "commitlog").iterdir())
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.read_bytes())
+    return [path.name for path in files], digest.hexdigest()
+
+
+async def send_until_replicated(producer: Producer, topic: str) -> None:
+    """Sends until a result says a slave has the message (the slave connected)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        result = await producer.send(Message(topic, b"warm-up"))
+        if result.replicas == 2:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("no send was acknowledged by the slave")
+
+
+def admin(namesrv: str, *args: str) -> str:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "admin", *args, "-n", namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def wait_until_slaves_caught_up(group: BrokerGroup) -> None:
+    """Waits until `haStatus` shows every slave at its master's end (and one slave at all)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        status = json.loads(admin(group.namesrv_addr, "haStatus", "-c", "DefaultCluster", "--json"))
+        links = [c for b in status if b.get("master") for c in b.get("haConnectionInfo", [])]
+        if links and all(c["diff"] == 0 and c["lagMs"] == 0 for c in links):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"slaves still behind: {status}")
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.bodies: set[bytes] = set()
+        self.changed = asyncio.Event()
+
+    async def __call__(self, messages: list[MessageExt]) -> None:
+        self.bodies.update(m.body for m in messages)
+        self.changed.set()
+
+    async def wait_for(self, expected: set[bytes], timeout_s: float = WAIT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not expected <= self.bodies and time.monotonic() < deadline:
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), deadline - time.monotonic())
+        missing = expected - self.bodies
+        assert not missing, f"{len(missing)} of {len(expected)} not consumed"
+
+
+def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
+    group: BrokerGroup,
+) -> None:
+    group.add("master", "broker-a", 0, "SYNC_MASTER", flushDiskType="SYNC_FLUSH")
+    group.add("slave", "broker-a", 1, "SLAVE")
+    group.start("master")
+    group.start("slave")
+    bodies = {f"order-{i}".encode() * 20 for i in range(300)}
+
+    async def produce() -> None:
+        async with Producer("ha-producer", namesrv=group.namesrv_addr) as producer:
+            await send_until_replicated(producer, "Replicated")
+            for body in sorted(bodies):
+                result = await producer.send(Message("Replicated", body, keys="k"))
+                assert result.status is SendStatus.SEND_OK
+                assert (result.durability, result.replicas) == ("FLUSHED", 2)
+
+    asyncio.run(produce())
+    group.kill("master")  # the slave alone must serve every acknowledged message
+
+    async def consume() -> None:
+        inbox = Inbox()
+        consumer = PushConsumer(
+            "ha-readers",
+            namesrv=group.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        consumer.subscribe("Replicated")
+        consumer.register_listener(inbox)
+        async with consumer:
+            await inbox.wait_for(bodies)
+
+    asyncio.run(consume())
+    group.start("master")  # comes back; the slave follows it again from its own offset
+
+    async def more() -> None:
+        async with Producer("ha-producer", namesrv=group.namesrv_addr) as producer:
+            await send_until_replicated(producer, "Replicated")
+
+    asyncio.run(more())
+    group.stop("slave")
+    group.stop("master")
+    master = commit_log_digest(group.brokers["master"].data_dir)
+    assert master == commit_log_digest(group.brokers["slave"].data_dir)
+
+
+def test_a_sync_master_without_a_slave_says_so_and_still_stores(group: BrokerGroup) -> None:
+    group.add("master", "broker-a", 0, "SYNC_MASTER")
+    group.start("master")
+
+    async def scenario() -> None:
+        async with Producer("lonely", namesrv=group.namesrv_addr, retry_times=0) as producer:
+            result = await producer.send(Message("Lonely", b"kept"))
+        assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
+        assert result.replicas == 1
+        inbox = Inbox()
+        consumer = PushConsumer(
+            "lonely-readers",
+            namesrv=group.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        consumer.subscribe("Lonely")
+        consumer.register_listener(inbox)
+        async with consumer:
+            await inbox.wait_for({b"kept"})
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_refuses_writes_with_a_clear_answer(group: BrokerGroup) -> None:
+    group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = group.add("slave", "broker-a", 1, "SLAVE")
+    group.start("master")
+    group.start("slave")
+
+    async def send_to_slave() -> RemotingCommand:
+        client = RemotingClient()
+        header = {
+            "producerGroup": "pg",
+            "topic": "TBW102",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": "4",
+            "queueId": "0",
+            "sysFlag": "0",
+            "bornTimestamp": "1700000000000",
+            "flag": "0",
+            "properties": encode_properties({"WAIT": "true"}),
+        }
+        try:
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE, header, body=b"no")
+            return await client.invoke(slave.address, request, 5)
+        finally:
+            await client.close()
+
+    response = asyncio.run(send_to_slave())
+    assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert "slave" in (response.remark or "")
+
+
+def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
+    group: BrokerGroup,
+) -> None:
+    group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = group.add("slave", "broker-a", 1, "SLAVE")
+    group.start("master")
+    admin(group.namesrv_addr, "updateTopic", "-t", "Synced", "-c", "DefaultCluster", "-r", "3")
+    admin(group.namesrv_addr, "updateSubGroup", "-c", "DefaultCluster", "-g", "g-synced", "-r", "5")
+
+    async def produce_and_commit(count: int) -> None:
+        async with Producer("sync-producer", namesrv=group.namesrv_addr) as producer:
+            for i in range(count):
+                await producer.send(Message("Synced", f"m{i}".encode()))
+        client = RemotingClient()
+        try:
+            header = {
+                "consumerGroup": "g-synced",
+                "topic": "Synced",
+                "queueId": "0",
+                "commitOffset": "2",
+            }
+            request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+            response = await client.invoke(group.brokers["master"].address, request, 5)
+            assert response.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+
+    asyncio.run(produce_and_commit(30))
+    group.start("slave")
+
+    async def on_slave(code: int, header: dict[str, str]) -> RemotingCommand:
+        client = RemotingClient()
+        try:
+            return await client.invoke(slave.address, RemotingCommand.request(code, header), 5)
+        finally:
+            await client.close()
+
+    async def slave_has_metadata() -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            topics = await on_slave(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+            offset = await on_slave(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "g-synced", "topic": "Synced", "queueId": "0"},
+            )
+            groups = await on_slave(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+            table = json.loads(topics.body or b"{}").get("topicConfigTable", {})
+            group_table = json.loads(groups.body or b"{}").get("subscriptionGroupTable", {})
+            if (
+                "Synced" in table
+                and offset.ext_fields.get("offset") == "2"
+                and "g-synced" in group_table
+            ):
+                assert table["Synced"]["readQueueNums"] == 3
+                assert group_table["g-synced"]["retryMaxTimes"] == 5
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError("the slave did not copy the master's metadata")
+
+    asyncio.run(slave_has_metadata())
+    # The slave dies mid-stream and comes back: it resumes from its own offset.
+    asyncio.run(produce_and_commit(200))
+    group.kill("slave")
+    asyncio.run(produce_and_commit(200))
+    group.start("slave")
+    asyncio.run(produce_and_commit(10))
+    wait_until_slaves_caught_up(group)
+    group.stop("master")
+    group.stop("slave")
+    master = commit_log_digest(group.brokers["master"].data_dir)
+    assert master == commit_log_digest(slave.data_dir)
