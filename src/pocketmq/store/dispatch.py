@@ -294,7 +294,12 @@ class Dispatcher:
             view, pos = found
             offset = self.reput_offset
             try:
+                growing = view.nbytes < commit_log.file_size
                 while pos < len(view) and count < max_records:
+                    if growing and _ends_inside_record(view, pos):
+                        # A replica's log can end inside a record: the rest is on its way.
+                        self.reput_offset = offset
+                        return count
                     request = parse_dispatch(view, pos, offset, check_crc=False)
                     if request is None:
                         offset = commit_log.next_file_offset(offset)
@@ -320,6 +325,15 @@ class Dispatcher:
                 view.release()
             self.reput_offset = offset
         return count
+
+
+def _ends_inside_record(view: memoryview, pos: int) -> bool:
+    """Whether the written bytes stop before the end of the record at `pos`."""
+    remaining = len(view) - pos
+    if remaining < 8:
+        return True
+    size, magic = peek_size_and_magic(view, pos)
+    return magic != BLANK_MAGIC_CODE and size > remaining
 
 
 class IndexTarget:
