@@ -279,3 +279,72 @@ def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
     group.stop("slave")
     master = commit_log_digest(group.brokers["master"].data_dir)
     assert master == commit_log_digest(slave.data_dir)
+
+
+def runtime_info(address: str) -> dict[str, str]:
+    async def ask() -> RemotingCommand:
+        client = RemotingClient()
+        try:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
+            return await client.invoke(address, request, 5)
+        finally:
+            await client.close()
+
+    table: dict[str, str] = json.loads(asyncio.run(ask()).body)["table"]
+    return table
+
+
+def test_a_reader_far_behind_is_sent_to_the_slave(group: BrokerGroup) -> None:
+    # Ratio 0: any reader behind the head counts as far behind (by default 40% of memory).
+    group.add(
+        "master", "broker-a", 0, "ASYNC_MASTER",
+        slaveReadEnable="true", accessMessageInMemoryMaxRatio="0",
+    )  # fmt: skip
+    slave = group.add("slave", "broker-a", 1, "SLAVE")
+    group.start("master")
+    group.start("slave")
+    bodies = {f"backlog-{i}".encode() for i in range(500)}
+
+    async def scenario() -> None:
+        async with Producer("backlog", namesrv=group.namesrv_addr) as producer:
+            for body in sorted(bodies):
+                await producer.send(Message("Backlog", body))
+        await asyncio.to_thread(wait_until_slaves_caught_up, group)
+        inbox = Inbox()
+        consumer = PushConsumer(
+            "backlog-readers",
+            namesrv=group.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=32,
+        )
+        consumer.subscribe("Backlog")
+        consumer.register_listener(inbox)
+        async with consumer:
+            await inbox.wait_for(bodies)
+
+    asyncio.run(scenario())
+    assert int(runtime_info(slave.address)["pulledMessageCount"]) > 0
+
+
+def test_producers_move_to_the_other_master_while_one_is_down(group: BrokerGroup) -> None:
+    group.add("a", "broker-a", 0, "ASYNC_MASTER")
+    group.add("b", "broker-b", 0, "ASYNC_MASTER")
+    group.start("a")
+    group.start("b")
+    admin(group.namesrv_addr, "updateTopic", "-t", "Spread", "-c", "DefaultCluster", "-w", "2")
+
+    async def send(count: int) -> dict[str, int]:
+        brokers: dict[str, int] = {}
+        async with Producer("spread", namesrv=group.namesrv_addr, send_timeout_s=3) as producer:
+            for i in range(count):
+                result = await producer.send(Message("Spread", f"s{i}".encode()))
+                assert result.status is SendStatus.SEND_OK
+                brokers[result.queue.broker_name] = brokers.get(result.queue.broker_name, 0) + 1
+        return brokers
+
+    assert set(asyncio.run(send(40))) == {"broker-a", "broker-b"}
+    group.kill("a")
+    # Every send succeeds: a send to broker-a fails over to broker-b within its retries.
+    assert set(asyncio.run(send(40))) == {"broker-b"}
+    group.start("a")
+    assert set(asyncio.run(send(40))) == {"broker-a", "broker-b"}

@@ -213,6 +213,8 @@ class PullHandler:
         self._enable_property_filter = enable_property_filter
         self._short_polling_ms = short_polling_ms
         self._slave_read_enable = slave_read_enable
+        self.pulled_messages = 0
+        """Messages served so far (runtime info `pulledMessageCount`)."""
         self._transfer_count_max = transfer_count_max
         self._transfer_bytes_max = transfer_bytes_max
         self._hold_ms_max = hold_ms_max
@@ -342,6 +344,8 @@ class PullHandler:
     def _response(
         self, request: RemotingCommand, code: ResponseCode, result: GetResult
     ) -> RemotingCommand:
+        if code is ResponseCode.SUCCESS:
+            self.pulled_messages += len(result.buffers)
         suggest = (
             SLAVE_ID_WHEN_CONSUME_SLOWLY
             if self._slave_read_enable and result.suggest_slave

@@ -131,6 +131,7 @@ class BrokerServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
         self._admin_stats: AdminStatsHandlers
+        self._pull: PullHandler
         self._topics_dirty = asyncio.Event()
         self._started_ms = 0
 
@@ -251,7 +252,7 @@ class BrokerServer:
         store.dispatcher.on_dispatched.append(self._holds.on_dispatched)
         if self.is_slave:
             store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
-        pull = PullHandler(
+        self._pull = pull = PullHandler(
             store,
             self.topics,
             self.offsets,
@@ -451,6 +452,7 @@ class BrokerServer:
             "dispatchBehindBytes": str(store.max_phy_offset - store.dispatcher.reput_offset),
             "topicCount": str(len(self.topics.topics)),
             "clientConnections": str(len(self.server.channels) if self.server else 0),
+            "pulledMessageCount": str(self._pull.pulled_messages),
             **(self.delay_delivery.runtime_stats() if self.delay_delivery else {}),
             **(self.timer_store.runtime_stats() if self.timer_store else {}),
         }

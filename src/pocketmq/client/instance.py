@@ -32,6 +32,7 @@ from pocketmq.client.errors import (
     TopicNotFoundError,
     error_for_response,
 )
+from pocketmq.client.message import MessageQueue
 from pocketmq.client.route_cache import RouteCache
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.route import TopicRouteData
@@ -124,6 +125,8 @@ class ClientInstance:
             {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed}
         )
         self.routes = RouteCache()
+        # The replica (broker id) each queue's broker suggested for the next pull.
+        self.pull_from: dict[MessageQueue, int] = {}
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerMember] = {}
         self._publish_topics: set[str] = set()

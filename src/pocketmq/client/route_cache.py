@@ -98,6 +98,12 @@ class RouteCache:
             return addrs[MASTER_ID]
         return addrs[min(addrs)] if addrs else None
 
+    def read_address(self, broker_name: str, broker_id: int) -> str | None:
+        """Where to pull from: the replica the broker suggested (`suggestWhichBrokerId`) if
+        the route names it, else the master, else any slave (`findBrokerAddressInSubscribe`)."""
+        addrs = self.broker_addrs.get(broker_name) or {}
+        return addrs.get(broker_id) or self.any_address(broker_name)
+
     def all_broker_addresses(self) -> list[str]:
         """Every known broker address (heartbeats go to all of them)."""
         return sorted({a for addrs in self.broker_addrs.values() for a in addrs.values()})

@@ -54,6 +54,8 @@ class MessageStoreConfig:
     max_index_num: int = key("maxIndexNum", 20_000_000)
     message_index_enable: bool = key("messageIndexEnable", True)
     warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
+    # A pull reading further behind the head than this share of memory is pointed at a slave.
+    access_message_in_memory_max_ratio: int = key("accessMessageInMemoryMaxRatio", 40)
     # Master/Slave replication (`broker/ha`). haListenPort -1: listenPort + 1.
     ha_listen_port: int = key("haListenPort", -1)
     ha_master_address: str = key("haMasterAddress", "")

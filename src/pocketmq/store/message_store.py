@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 
 # RocketMQ scans at most this many queue entries per read when a tag filter skips them.
 MAX_FILTERED_ENTRIES_PER_READ: Final = 16_000
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO: Final = 40
 
 
 class StoreNotRunningError(RuntimeError):
@@ -480,7 +479,7 @@ class MessageStore:
             status = GetStatus.FOUND
             behind = commit_log.max_offset - last_physical
             result.suggest_slave = (
-                behind > _memory_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
+                behind > _memory_bytes() * self.config.access_message_in_memory_max_ratio // 100
             )
         result.status = status
         return result

@@ -27,6 +27,7 @@ from pocketmq.client.message import MessageQueue
 from pocketmq.client.route_cache import subscribe_queues
 from pocketmq.common.codes import RequestCode
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
+from pocketmq.common.route import MASTER_ID
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
 from pocketmq.common.subscription import SubscriptionError as ExpressionError
 
@@ -141,13 +142,15 @@ async def pull(
     max_nums: int,
     commit_offset: int = 0,
 ) -> PullResult:
-    """One long-polling pull of `queue` from its master (a slave when the master is gone).
+    """One long-polling pull of `queue` from the replica its broker last suggested: the
+    master, a slave when the reader is far behind the head (and the master allows slave
+    reads), any slave when the master is gone.
 
     Raises:
         RocketMQError: no address for the broker, no answer, or a refusal.
     """
     routes = instance.routes
-    address = routes.master_address(queue.broker_name) or routes.any_address(queue.broker_name)
+    address = routes.read_address(queue.broker_name, instance.pull_from.get(queue, MASTER_ID))
     if address is None:
         raise ConnectionFailedError(f"broker {queue.broker_name} has no known address")
     header = pull_header(
@@ -162,7 +165,9 @@ async def pull(
     response = await instance.invoke(
         address, RequestCode.PULL_MESSAGE, header, timeout_s=PULL_TIMEOUT_S
     )
-    return read_pull_response(response, queue, offset, subscription, f"pull of {queue}")
+    result = read_pull_response(response, queue, offset, subscription, f"pull of {queue}")
+    instance.pull_from[queue] = result.suggest_which_broker_id
+    return result
 
 
 def offset_store_for(
