@@ -33,12 +33,11 @@ from pocketmq.broker.schedule import (
     correct_deliver_timestamp,
     restore_due,
 )
-from pocketmq.broker.send import STORED_STATUSES
 from pocketmq.common.constants import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import MessageToStore
+from pocketmq.store.api import STORED_STATUSES, MessageToStore
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 
 log = logging.getLogger(__name__)

@@ -66,7 +66,7 @@ from pocketmq.common.stored_message import HostAddress
 from pocketmq.common.topic_names import TopicError, validate_topic_name
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import MessageToStore, PutResult, PutStatus
+from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult, PutStatus
 from pocketmq.store.message_store import StoreNotRunningError
 
 log = logging.getLogger(__name__)
@@ -415,7 +415,7 @@ class SendHandler:
         except TimerRefusal as exc:
             return self._answer(request, exc.code, exc.remark)
         answer = self._answer_put(request, result, queue_id, header.properties)
-        if self.timer is not None and not header.batch and result.status in _STORED_CODES:
+        if self.timer is not None and not header.batch and result.status in STORED_STATUSES:
             handle = recall_handle(messages[0], self.timer.broker_name)  # timer messages only
             if handle is not None:
                 answer.ext_fields["recallHandle"] = handle
@@ -642,5 +642,4 @@ _STORED_CODES: Final = {
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 """Statuses after which the messages are stored: the answer carries the send result."""
-STORED_STATUSES: Final = frozenset(_STORED_CODES)
-"""Put outcomes after which the messages are in the CommitLog."""
+assert _STORED_CODES.keys() == STORED_STATUSES

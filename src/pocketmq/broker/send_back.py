@@ -36,7 +36,6 @@ from pocketmq.broker.retry_policy import (
     retry_topic,
     send_back_copy,
 )
-from pocketmq.broker.send import STORED_STATUSES
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import (
@@ -46,7 +45,7 @@ from pocketmq.common.constants import (
 )
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import MessageToStore, PutResult
+from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult
 from pocketmq.store.message_store import MessageStore
 
 if TYPE_CHECKING:

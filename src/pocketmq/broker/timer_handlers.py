@@ -44,7 +44,7 @@ from pocketmq.common.properties import PropertyError, encode_properties
 from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import MessageToStore, PutStatus
+from pocketmq.store.api import STORED_STATUSES, MessageToStore
 from pocketmq.store.message_store import StoreNotRunningError
 from pocketmq.store.timer import delete_key
 
@@ -57,14 +57,6 @@ RecallRequestHandler = Callable[[RemotingCommand, "Channel | None"], Awaitable[R
 
 RECALL_MESSAGE_TAG: Final = "_RECALL_TAG_"
 """The tag of delete markers (RocketMQ's `RECALL_MESSAGE_TAG`)."""
-_STORED: Final = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
 
 
 class RecallHandler:
@@ -205,7 +197,7 @@ class RecallHandler:
             return self._answer(request, ResponseCode.SYSTEM_ERROR, f"recall failed, {exc.remark}")
         except StoreNotRunningError:
             return self._answer(request, ResponseCode.SYSTEM_ERROR, "recall failed, store stopped")
-        if result.status not in _STORED:
+        if result.status not in STORED_STATUSES:
             return self._answer(
                 request,
                 ResponseCode.SYSTEM_ERROR,

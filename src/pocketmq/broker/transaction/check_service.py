@@ -61,7 +61,7 @@ from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import GetStatus, PutResult, PutStatus
+from pocketmq.store.api import STORED_STATUSES, GetStatus, PutResult
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 
 log = logging.getLogger(__name__)
@@ -69,14 +69,6 @@ log = logging.getLogger(__name__)
 OP_READ_BATCH: Final = 256
 CHECK_SEND_TIMEOUT_S: Final = 3.0
 """A producer channel that does not take a oneway request within this is given up on."""
-_STORED: Final = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
 
 
 class ProducerChannel(Protocol):
@@ -312,7 +304,7 @@ class TransactionCheckService:
         """Stores a copy of `half` with `properties` at the end of its queue; returns the copy
         as stored, or None when the store refused (the pass stops there and retries later)."""
         result = await self._store.put_messages([renewed_half(half, properties)])
-        if result.status not in _STORED:
+        if result.status not in STORED_STATUSES:
             log.error(
                 "copying half %d forward failed (%s %s); trying again next pass",
                 half.queue_offset,
@@ -332,7 +324,7 @@ class TransactionCheckService:
             CHECK_MAX_TIME_TOPIC,
         )
         result = await self._store.put_messages([discarded(half)])
-        if result.status not in _STORED:
+        if result.status not in STORED_STATUSES:
             # As RocketMQ: the half is given up on all the same, it is not checked forever.
             log.error(
                 "storing discarded half %d failed: %s %s",

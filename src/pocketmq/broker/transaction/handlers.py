@@ -40,20 +40,12 @@ from pocketmq.common.stored_message import HostAddress, StoredMessage
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RequestHandler
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import MessageToStore, PutResult, PutStatus
+from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult, PutStatus
 from pocketmq.store.message_store import StoreNotRunningError
 
 log = logging.getLogger(__name__)
 
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
-_STORED: Final = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
 
 
 class TransactionStore(Protocol):
@@ -216,7 +208,7 @@ class EndTransactionHandler:
                 except HalfMessageError as exc:
                     return self._answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
                 result = await self._store.put_messages([message])
-                if result.status not in _STORED:
+                if result.status not in STORED_STATUSES:
                     return self._answer(request, *_failure(result))
             await self._delete_half(half)
         except StoreNotRunningError:
@@ -241,7 +233,7 @@ class EndTransactionHandler:
             half.queue_id, half.queue_offset, self._store.store_host, self._clock.now_ms()
         )
         result = await self._store.put_messages([op])
-        if result.status not in _STORED:
+        if result.status not in STORED_STATUSES:
             log.error(
                 "writing the op record of half %d (%s) failed: %s %s; it will be checked back",
                 half.queue_offset,

@@ -44,7 +44,7 @@ from pocketmq.common.constants import PROPERTY_TIMER_DEL_UNIQKEY
 from pocketmq.common.stored_message import MessageDecodeError, StoredMessage, decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import MessageToStore, PutStatus
+from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutStatus
 from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
@@ -91,14 +91,6 @@ SLOT_COUNT_MAX: Final = 2 * 7 * 24 * 3600
 precision, make messages roll round the wheel instead of growing the file."""
 INLINE_CHAIN_MAX: Final = 512
 """Slots with at most this many entries are walked on the loop; bigger ones on a thread."""
-_STORED: Final = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
 _NEVER_STORABLE: Final = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
@@ -621,7 +613,7 @@ class TimerMessageStore:
     async def _store_message(self, message: MessageToStore, where: str) -> bool:
         """Stores a due message; False when it should be tried again later."""
         result = await self._store.put_messages([message])
-        if result.status in _STORED:
+        if result.status in STORED_STATUSES:
             return True
         if result.status in _NEVER_STORABLE:
             log.warning(
