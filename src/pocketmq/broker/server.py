@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import time
 from typing import Any, Final
@@ -21,9 +20,7 @@ from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.delay_delivery import DelayDelivery
-from pocketmq.broker.ha.master import HAMaster
-from pocketmq.broker.ha.settings import HASettings
-from pocketmq.broker.ha.slave import HASlave
+from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import MetadataSync, MetadataTargets, master_routes
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offset_handlers import OffsetHandlers
@@ -43,10 +40,9 @@ from pocketmq.broker.transaction import (
     RoundRobinProducers,
     TransactionCheckService,
 )
-from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.codes import RequestCode
 from pocketmq.common.topic_names import TopicError
-from pocketmq.remoting.command import RemotingCommand
-from pocketmq.remoting.transport import Channel, RemotingClient, RemotingServer, RequestHandler
+from pocketmq.remoting.transport import RemotingClient, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.config import MessageStoreConfig
@@ -125,9 +121,7 @@ class BrokerServer:
         self.timer_store: TimerMessageStore | None = None
         self.transaction_checks: TransactionCheckService | None = None
         self.registrar: NameServerRegistrar | None = None
-        self.ha_master: HAMaster | None = None
-        self.ha_slave: HASlave | None = None
-        self.metadata_sync: MetadataSync | None = None
+        self.replica = ReplicaRole(config.broker_role, store_config, self.clock)
         self._tasks: list[asyncio.Task[None]] = []
         self._holds: PullHoldService | None = None
         self._admin_stats: AdminStatsHandlers
@@ -159,7 +153,12 @@ class BrokerServer:
         store.dispatcher.schedule_delays_ms = self.delay_levels.delays_ms
         await asyncio.to_thread(store.load)
         await store.start()
-        ha_port = await self._start_replication(store, port)
+        ha_port = await self.replica.start(
+            store,
+            bind_address=self.config.bind_address,
+            listen_port=port if self.config.listen_port else 0,
+            master_ha_address=self._master_ha_address,
+        )
         # Timer messages wait on a master only; a slave gets their deliveries by replication.
         if self.store_config.timer_wheel_enable and self.config.broker_role is not BrokerRole.SLAVE:
             self.timer_store = TimerMessageStore(store, self.store_config, self.clock)
@@ -210,10 +209,8 @@ class BrokerServer:
             self.transaction_checks.start()
         await self.registrar.register_all()
         self.registrar.start()
-        if self.ha_slave is not None:
-            self.ha_slave.start()
-            self.metadata_sync = self._metadata_sync()
-            self.metadata_sync.start()
+        if self.replica.is_slave:
+            self.replica.follow(self._metadata_sync())
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._persist_offsets_periodically(), name="offsets-flush"),
@@ -250,7 +247,7 @@ class BrokerServer:
         )
         self._holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self._holds.on_dispatched)
-        if self.is_slave:
+        if self.replica.is_slave:
             store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
         self._pull = pull = PullHandler(
             store,
@@ -289,7 +286,7 @@ class BrokerServer:
             **admin.routes(),
             **self._admin_stats.routes(),
             **master_routes(self.offsets.document, self._delay_offsets_document),
-            RequestCode.GET_BROKER_HA_STATUS: self._ha_status,
+            RequestCode.GET_BROKER_HA_STATUS: self.replica.handle_status,
             **EndTransactionHandler(
                 store,
                 self.clock,
@@ -308,27 +305,6 @@ class BrokerServer:
                 region_id=config.region_id,
             ).routes(),
         }
-
-    @property
-    def is_slave(self) -> bool:
-        return self.config.broker_role is BrokerRole.SLAVE
-
-    async def _start_replication(self, store: MessageStore, port: int) -> int:
-        """A master listens on its HA port, a slave gets ready to follow; returns the port
-        announced as `haServerAddr` (`haListenPort`, by default the listen port + 1, or a
-        free one when the listen port was 0)."""
-        settings = HASettings.from_store_config(
-            self.store_config, sync=self.config.broker_role is BrokerRole.SYNC_MASTER
-        )
-        configured = self.store_config.ha_listen_port
-        ha_port = configured if configured >= 0 else (port + 1 if self.config.listen_port else 0)
-        if self.is_slave:
-            store.accepts_puts = False
-            self.ha_slave = HASlave(store, settings, self._master_ha_address, self.clock)
-            return ha_port
-        self.ha_master = HAMaster(store, settings, self.clock)
-        store.replication = self.ha_master
-        return await self.ha_master.start(self.config.bind_address, ha_port)
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:
         """A slave serves reads of a topic the master created since the last metadata sync."""
@@ -368,17 +344,6 @@ class BrokerServer:
             lambda: registrar.master_address,
             MetadataTargets(topics, self._admin_stats.replace_groups, offsets, delay_offsets),
         )
-
-    async def _ha_status(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        """GET_BROKER_HA_STATUS: `HARuntimeInfo` as JSON."""
-        if self.ha_master is not None:
-            info = self.ha_master.runtime_info()
-        elif self.ha_slave is not None:
-            info = self.ha_slave.runtime_info()
-        else:
-            info = {"master": True}
-        body = json.dumps(info, separators=(",", ":")).encode()
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     async def _master_ha_address(self) -> str | None:
         """Where a slave follows: `haMasterAddress`, else what the NameServers said when it
@@ -498,14 +463,7 @@ class BrokerServer:
             self._holds.close()
         if self.server is not None:
             await self.server.stop(grace_s)
-        if self.metadata_sync is not None:
-            await self.metadata_sync.stop()
-        if self.ha_slave is not None:
-            await self.ha_slave.stop()
-        if self.ha_master is not None:
-            await self.ha_master.stop()
-            if self.store is not None:
-                self.store.replication = None
+        await self.replica.stop()
         if self.delay_delivery is not None:
             await self.delay_delivery.stop()
             self.delay_delivery = None
