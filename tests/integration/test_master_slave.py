@@ -14,10 +14,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pocketmq.client.aio import (
+    ClientInstance,
     ConsumeFromWhere,
     Message,
     MessageExt,
@@ -348,3 +350,76 @@ def test_producers_move_to_the_other_master_while_one_is_down(group: BrokerGroup
     assert set(asyncio.run(send(40))) == {"broker-b"}
     group.start("a")
     assert set(asyncio.run(send(40))) == {"broker-a", "broker-b"}
+
+
+def offset_on(address: str, group_name: str, topic: str, queue_id: int) -> int:
+    async def ask() -> RemotingCommand:
+        client = RemotingClient()
+        try:
+            header = {"consumerGroup": group_name, "topic": topic, "queueId": str(queue_id)}
+            request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header)
+            return await client.invoke(address, request, 5)
+        finally:
+            await client.close()
+
+    response = asyncio.run(ask())
+    return int(response.ext_fields.get("offset", -1)) if response.code == 0 else -1
+
+
+def test_progress_made_on_the_slave_is_kept_when_the_master_returns(group: BrokerGroup) -> None:
+    master = group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = group.add("slave", "broker-a", 1, "SLAVE")
+    group.start("master")
+    group.start("slave")
+    admin(group.namesrv_addr, "updateTopic", "-t", "Progress", "-c", "DefaultCluster", "-w", "1",
+          "-r", "1")  # fmt: skip
+    first = {f"first-{i}".encode() for i in range(50)}
+    second = {f"second-{i}".encode() for i in range(50)}
+
+    async def send(bodies: set[bytes]) -> None:
+        async with Producer("progress", namesrv=group.namesrv_addr) as producer:
+            for body in sorted(bodies):
+                await producer.send(Message("Progress", body))
+
+    async def consume(expected: set[bytes], until: Any) -> set[bytes]:
+        """Consumes until `expected` arrived and `until()` holds; returns everything seen."""
+        inbox = Inbox()
+        instance = ClientInstance(group.namesrv_addr, route_refresh_interval_s=1)
+        consumer = PushConsumer(
+            "progress-readers",
+            instance=instance,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            persist_interval_s=0.5,
+        )
+        consumer.subscribe("Progress")
+        consumer.register_listener(inbox)
+        async with consumer:
+            await inbox.wait_for(expected)
+            await asyncio.to_thread(poll_until, until)
+        await instance.close()
+        return inbox.bodies
+
+    def poll_until(condition: Any) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def progress(address: str) -> int:
+        return offset_on(address, "progress-readers", "Progress", 0)
+
+    asyncio.run(send(first))
+    asyncio.run(
+        consume(first, lambda: offset_on(slave.address, "progress-readers", "Progress", 0) == 50)
+    )
+    asyncio.run(send(second))
+    wait_until_slaves_caught_up(group)
+    group.kill("master")
+    # A reader started while the master is down resumes from the slave's copy of the progress,
+    # and its own progress, committed to the slave, survives the master's return.
+    seen = asyncio.run(consume(second, lambda: progress(slave.address) == 100))
+    assert not seen & first, "the slave lost the group's progress"
+    group.start("master")
+    # With no consumer running, the slave hands the progress back to the returned master.
+    poll_until(lambda: progress(master.address) == 100)
+    assert progress(master.address) == 100
+    assert progress(slave.address) == 100

@@ -24,6 +24,9 @@ class ConsumerOffsetTable:
     def __init__(self) -> None:
         self._table: dict[tuple[str, str], dict[int, int]] = {}
         self.changed = False
+        # Commits taken since the last `replace_all`: on a slave, progress made while the
+        # master was away, to hand back to it.
+        self._committed_here: set[tuple[str, str, int]] = set()
 
     def load(self, document: Any) -> None:
         if not isinstance(document, dict):
@@ -52,11 +55,26 @@ class ConsumerOffsetTable:
     def replace_all(self, document: Any) -> None:
         """Takes a master's whole table in place of this one (a slave's sync)."""
         self._table.clear()
+        self._committed_here.clear()
         self.load(document)
         self.changed = True
 
+    def ahead_of(self, document: Any) -> list[tuple[str, str, int, int]]:
+        """(group, topic, queue id, offset) of commits taken here that are further than the
+        master's `document` says: progress a slave took while its master was away."""
+        other = ConsumerOffsetTable()
+        other.load(document)
+        ahead = []
+        for topic, group, queue_id in sorted(self._committed_here):
+            mine = self.query(group, topic, queue_id)
+            theirs = other.query(group, topic, queue_id)
+            if mine is not None and (theirs is None or mine > theirs):
+                ahead.append((group, topic, queue_id, mine))
+        return ahead
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self._table.setdefault((topic, group), {})[queue_id] = offset
+        self._committed_here.add((topic, group, queue_id))
         self.changed = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:

@@ -332,18 +332,26 @@ class BrokerServer:
                 self._topics_changed()
 
         async def offsets(document: Any) -> None:
+            # Progress consumers committed here while the master was away goes back to it
+            # first, so that the copy taken next does not roll it back.
+            ahead = self.offsets.ahead_of(document)
+            for group, topic, queue_id, offset in ahead:
+                await sync.hand_back_offset(group, topic, queue_id, offset)
             self.offsets.replace_all(document)
+            for group, topic, queue_id, offset in ahead:
+                self.offsets.commit(group, topic, queue_id, offset)
 
         async def delay_offsets(document: Any) -> None:
             delay_delivery.offsets.load(document)
             delay_delivery.offsets.changed = True
             await delay_delivery.persist()
 
-        return MetadataSync(
+        sync = MetadataSync(
             self.client,
             lambda: registrar.master_address,
             MetadataTargets(topics, self._admin_stats.replace_groups, offsets, delay_offsets),
         )
+        return sync
 
     async def _master_ha_address(self) -> str | None:
         """Where a slave follows: `haMasterAddress`, else what the NameServers said when it

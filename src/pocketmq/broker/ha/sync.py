@@ -95,6 +95,30 @@ class MetadataSync:
         self.last_sync_ok = True
         return True
 
+    async def hand_back_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Commits `offset` on the master (UPDATE_CONSUMER_OFFSET).
+
+        Raises:
+            ValueError: no master known, or it refused.
+        """
+        address = self._master_address()
+        if not address:
+            raise ValueError("no master to hand the consumer progress back to")
+        header = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "commitOffset": str(offset),
+        }
+        request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        response = await self._client.invoke(address, request, _TIMEOUT_S)
+        if response.code != ResponseCode.SUCCESS:
+            raise ValueError(f"the master refused offset {offset}: {response.remark}")
+        log.info(
+            "handed progress of %s on %s/%d (%d), committed here, back to master %s",
+            group, topic, queue_id, offset, address,
+        )  # fmt: skip
+
     async def _fetch(self, address: str, code: int) -> Any:
         response = await self._client.invoke(address, RemotingCommand.request(code, {}), _TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:

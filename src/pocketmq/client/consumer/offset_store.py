@@ -119,9 +119,13 @@ class RemoteOffsetStore(_MemoryTable):
             offset = self.offsets.get(queue)
             if offset is None or offset < 0 or self._persisted.get(queue) == offset:
                 continue
-            address = self._instance.routes.master_address(queue.broker_name)
+            # As RocketMQ: to the master, or to a slave while the master is away (the slave
+            # keeps the progress for readers that start meanwhile). Only the master's copy
+            # counts as persisted: it is committed again until the master is back to take it.
+            master = self._instance.routes.master_address(queue.broker_name)
+            address = master or self._instance.routes.any_address(queue.broker_name)
             if address is None:
-                continue  # the master is down; commit once it is back
+                continue
             try:
                 response = await self._instance.invoke(
                     address,
@@ -137,7 +141,8 @@ class RemoteOffsetStore(_MemoryTable):
                 log.warning("cannot commit offset %d of %s: %s", offset, queue, exc)
                 continue
             if response.code == ResponseCode.SUCCESS:
-                self._persisted[queue] = offset
+                if address == master:
+                    self._persisted[queue] = offset
             else:
                 log.warning(
                     "broker refused offset %d of %s: %s %s",
