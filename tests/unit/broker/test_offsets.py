@@ -36,3 +36,16 @@ def test_removing_a_group_or_topic() -> None:
     assert table.topics_of_group("g") == set()
     table.remove_topic("A")
     assert table.groups_of_topic("A") == set()
+
+
+def test_a_slave_knows_which_progress_only_it_has() -> None:
+    slave = ConsumerOffsetTable()
+    master_document = {"offsetTable": {"T@g": {"0": 10, "1": 7}}}
+    slave.replace_all(master_document)
+    assert slave.ahead_of(master_document) == []  # a copy is not progress of its own
+    slave.commit("g", "T", 0, 15)  # a consumer read from the slave while the master was away
+    slave.commit("g", "T", 1, 5)  # behind the master: nothing to hand back
+    slave.commit("h", "T", 0, 3)  # a group the master never saw
+    assert slave.ahead_of(master_document) == [("g", "T", 0, 15), ("h", "T", 0, 3)]
+    slave.replace_all({"offsetTable": {"T@g": {"0": 15, "1": 7}, "T@h": {"0": 3}}})
+    assert slave.ahead_of(master_document) == []
