@@ -28,8 +28,8 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# The whole suite CI runs: lint, then every test folder.
-test: lint
+# The whole suite CI runs: lint and type checks, then every test folder.
+test: check
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
