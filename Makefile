@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all check fmt lint bench clean
+.PHONY: run test test-all check fmt lint bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: check
 
 bench: $(STAMP)
 	$(BIN)/pocketmq bench store
+
+# pocketmq next to RabbitMQ, NATS and Redis (installed from Debian's packages if missing).
+bench-peers: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,peers]'
+	$(BIN)/python benchmarks/peers/run.py --out benchmarks/peers/latest.md
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache
