@@ -120,7 +120,9 @@ def tables(results: dict[tuple[int, str], list[dict[str, Any]]], args: argparse.
         ]
         out.append("| --- | --- | ---: | ---: | ---: |")
         for index, row in enumerate(ROWS):
-            runs = [r for r in results.get((index, workload), []) if "error" not in r]
+            if (index, workload) not in results:
+                continue  # not asked for in this run
+            runs = [r for r in results[(index, workload)] if "error" not in r]
             if not runs:
                 errors = [r.get("error", "") for r in results.get((index, workload), [])]
                 out.append(f"| {row.system} | {row.durability} | failed: {errors[:1]} | | |")
