@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import sys
 import tempfile
@@ -32,21 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from pocketmq.client.admin import AdminClient  # noqa: E402
 from pocketmq.client.aio import Message, Producer  # noqa: E402
-from pocketmq.testing import ServerProcess, start_server_process  # noqa: E402
-
-
-def free_port_pair() -> int:
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        with socket.socket() as second:
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two adjacent free ports")
+from pocketmq.testing import ServerProcess, free_port_pair, start_server_process  # noqa: E402
 
 
 def start_broker(work: Path, namesrv: str, name: str, broker_id: int, role: str) -> ServerProcess:

@@ -18,9 +18,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -49,18 +47,6 @@ SEED = int(os.environ.get("POCKETMQ_HA_SEED", str(random.randrange(1 << 30))))
 TOPIC = "Durable"
 SENDERS = 4
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[BrokerGroup]:
-    started = BrokerGroup(tmp_path)
-    try:
-        yield started
-    except BaseException:
-        print(started.logs())  # noqa: T201  (shown by pytest on failure)
-        raise
-    finally:
-        started.close()
 
 
 @dataclass
@@ -122,37 +108,40 @@ async def read_on(address: str, results: list[SendResult]) -> dict[str, bytes | 
     return found
 
 
-async def run_rounds(group: BrokerGroup, *, sync: bool) -> list[tuple[int, int]]:
+async def run_rounds(broker_group: BrokerGroup, *, sync: bool) -> list[tuple[int, int]]:
     """The rounds; returns (acknowledged, not on the slave at the kill) per round."""
     rng = random.Random(SEED)
-    slave = group.brokers["slave"]
+    slave = broker_group.brokers["slave"]
     ledger = Ledger()
     windows: list[tuple[int, int]] = []
     consumer = PushConsumer(
         "durable-readers",
-        namesrv=group.namesrv_addr,
+        namesrv=broker_group.namesrv_addr,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
     consumer.subscribe(TOPIC)
     consumer.register_listener(ledger.listener)
     async with consumer:
         for round_no in range(ROUNDS):
-            if group.brokers["master"].process is None:
-                await asyncio.to_thread(group.start, "master")
+            if broker_group.brokers["master"].process is None:
+                await asyncio.to_thread(broker_group.start, "master")
             before = set(ledger.acked)
             stop = asyncio.Event()
             async with Producer(
-                f"durable-{round_no}", namesrv=group.namesrv_addr, send_timeout_s=2, retry_times=0
+                f"durable-{round_no}",
+                namesrv=broker_group.namesrv_addr,
+                send_timeout_s=2,
+                retry_times=0,
             ) as producer:
                 # The round starts once the (re)started master has its slave back.
                 await producer.send(Message(TOPIC, b"warm-up"))
-                await asyncio.to_thread(wait_until_slaves_caught_up, group)
+                await asyncio.to_thread(wait_until_slaves_caught_up, broker_group)
                 senders = [
                     asyncio.create_task(produce(producer, ledger, f"r{round_no}s{i}", stop))
                     for i in range(SENDERS)
                 ]
                 await asyncio.sleep(rng.uniform(0.3, 2.0))
-                await asyncio.to_thread(group.kill, "master")
+                await asyncio.to_thread(broker_group.kill, "master")
                 stop.set()
                 await asyncio.gather(*senders)
             new = {b: ledger.acked[b] for b in ledger.acked.keys() - before}
@@ -170,7 +159,7 @@ async def run_rounds(group: BrokerGroup, *, sync: bool) -> list[tuple[int, int]]
                 # Consumers go on from the slave while the master is down.
                 late = await ledger.wait_received(set(ledger.acked), WAIT_S)
                 assert not late, f"round {round_no}: {len(late)} acknowledged not consumed"
-        await asyncio.to_thread(group.start, "master")
+        await asyncio.to_thread(broker_group.start, "master")
         lost = await ledger.wait_received(set(ledger.acked), WAIT_S)
         assert not lost, f"{len(lost)} acknowledged messages never consumed (seed {SEED})"
     for body, result in ledger.acked.items():
@@ -178,33 +167,35 @@ async def run_rounds(group: BrokerGroup, *, sync: bool) -> list[tuple[int, int]]
     return windows
 
 
-def settle_and_compare(group: BrokerGroup) -> None:
+def settle_and_compare(broker_group: BrokerGroup) -> None:
     """Waits until the slave has the master's whole log, stops both, compares the bytes."""
-    wait_until_slaves_caught_up(group)
-    group.stop("master")
-    group.stop("slave")
-    master = commit_log_digest(group.brokers["master"].data_dir)
-    assert master == commit_log_digest(group.brokers["slave"].data_dir)
+    wait_until_slaves_caught_up(broker_group)
+    broker_group.stop("master")
+    broker_group.stop("slave")
+    master = commit_log_digest(broker_group.brokers["master"].data_dir)
+    assert master == commit_log_digest(broker_group.brokers["slave"].data_dir)
 
 
-def test_sync_master_killed_repeatedly_loses_no_acknowledged_message(group: BrokerGroup) -> None:
+def test_sync_master_killed_repeatedly_loses_no_acknowledged_message(
+    broker_group: BrokerGroup,
+) -> None:
     print(f"POCKETMQ_HA_SEED={SEED} POCKETMQ_HA_ROUNDS={ROUNDS}")  # noqa: T201
-    group.add("master", "broker-a", 0, "SYNC_MASTER", flushDiskType="SYNC_FLUSH")
-    group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("slave")
-    windows = asyncio.run(run_rounds(group, sync=True))
+    broker_group.add("master", "broker-a", 0, "SYNC_MASTER", flushDiskType="SYNC_FLUSH")
+    broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("slave")
+    windows = asyncio.run(run_rounds(broker_group, sync=True))
     print("acknowledged per round:", [n for n, _ in windows])  # noqa: T201
-    settle_and_compare(group)
+    settle_and_compare(broker_group)
 
 
 def test_async_master_window_of_unreplicated_acknowledgements_is_measured(
-    group: BrokerGroup,
+    broker_group: BrokerGroup,
 ) -> None:
     print(f"POCKETMQ_HA_SEED={SEED} POCKETMQ_HA_ROUNDS={ROUNDS}")  # noqa: T201
-    group.add("master", "broker-a", 0, "ASYNC_MASTER")
-    group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("slave")
-    windows = asyncio.run(run_rounds(group, sync=False))
+    broker_group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("slave")
+    windows = asyncio.run(run_rounds(broker_group, sync=False))
     acked = sum(n for n, _ in windows)
     behind = sum(m for _, m in windows)
     # Reported, not asserted: ASYNC_MASTER acknowledges before the slave has the bytes.
@@ -212,4 +203,4 @@ def test_async_master_window_of_unreplicated_acknowledgements_is_measured(
         f"ASYNC_MASTER: {behind} of {acked} acknowledged messages were not on the slave when the"
         f" master was killed; per round (acked, not on slave): {windows}"
     )
-    settle_and_compare(group)
+    settle_and_compare(broker_group)

@@ -4,26 +4,10 @@ directory per broker, SIGKILL and restart."""
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.testing import ServerProcess, start_server_process
-
-
-def free_port_pair() -> int:
-    """A port p with p and p + 1 free (the broker's and its HA service's)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        with socket.socket() as second:
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two adjacent free ports on 127.0.0.1")
+from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
 
 
 @dataclass

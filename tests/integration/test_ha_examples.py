@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.client.aio import Message, Producer, SendStatus
-from pocketmq.testing import ServerProcess, start_server_process
-from tests.integration.replication import free_port_pair
+from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
 from tests.integration.test_master_slave import admin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ha"

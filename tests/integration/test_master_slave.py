@@ -12,11 +12,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pocketmq.client.aio import (
     ClientInstance,
@@ -34,18 +31,6 @@ from pocketmq.remoting.transport import RemotingClient
 from tests.integration.replication import BrokerGroup
 
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[BrokerGroup]:
-    started = BrokerGroup(tmp_path)
-    try:
-        yield started
-    except BaseException:
-        print(started.logs())  # noqa: T201  (shown by pytest on failure)
-        raise
-    finally:
-        started.close()
 
 
 def commit_log_digest(data_dir: Path) -> tuple[list[str], str]:
@@ -80,11 +65,13 @@ def admin(namesrv: str, *args: str) -> str:
     return completed.stdout
 
 
-def wait_until_slaves_caught_up(group: BrokerGroup) -> None:
+def wait_until_slaves_caught_up(broker_group: BrokerGroup) -> None:
     """Waits until `haStatus` shows every slave at its master's end (and one slave at all)."""
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        status = json.loads(admin(group.namesrv_addr, "haStatus", "-c", "DefaultCluster", "--json"))
+        status = json.loads(
+            admin(broker_group.namesrv_addr, "haStatus", "-c", "DefaultCluster", "--json")
+        )
         links = [c for b in status if b.get("master") for c in b.get("haConnectionInfo", [])]
         if links and all(c["diff"] == 0 and c["lagMs"] == 0 for c in links):
             return
@@ -112,16 +99,16 @@ class Inbox:
 
 
 def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
-    group: BrokerGroup,
+    broker_group: BrokerGroup,
 ) -> None:
-    group.add("master", "broker-a", 0, "SYNC_MASTER", flushDiskType="SYNC_FLUSH")
-    group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("master")
-    group.start("slave")
+    broker_group.add("master", "broker-a", 0, "SYNC_MASTER", flushDiskType="SYNC_FLUSH")
+    broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("master")
+    broker_group.start("slave")
     bodies = {f"order-{i}".encode() * 20 for i in range(300)}
 
     async def produce() -> None:
-        async with Producer("ha-producer", namesrv=group.namesrv_addr) as producer:
+        async with Producer("ha-producer", namesrv=broker_group.namesrv_addr) as producer:
             await send_until_replicated(producer, "Replicated")
             for body in sorted(bodies):
                 result = await producer.send(Message("Replicated", body, keys="k"))
@@ -129,13 +116,13 @@ def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
                 assert (result.durability, result.replicas) == ("FLUSHED", 2)
 
     asyncio.run(produce())
-    group.kill("master")  # the slave alone must serve every acknowledged message
+    broker_group.kill("master")  # the slave alone must serve every acknowledged message
 
     async def consume() -> None:
         inbox = Inbox()
         consumer = PushConsumer(
             "ha-readers",
-            namesrv=group.namesrv_addr,
+            namesrv=broker_group.namesrv_addr,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )
         consumer.subscribe("Replicated")
@@ -144,32 +131,32 @@ def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
             await inbox.wait_for(bodies)
 
     asyncio.run(consume())
-    group.start("master")  # comes back; the slave follows it again from its own offset
+    broker_group.start("master")  # comes back; the slave follows it again from its own offset
 
     async def more() -> None:
-        async with Producer("ha-producer", namesrv=group.namesrv_addr) as producer:
+        async with Producer("ha-producer", namesrv=broker_group.namesrv_addr) as producer:
             await send_until_replicated(producer, "Replicated")
 
     asyncio.run(more())
-    group.stop("slave")
-    group.stop("master")
-    master = commit_log_digest(group.brokers["master"].data_dir)
-    assert master == commit_log_digest(group.brokers["slave"].data_dir)
+    broker_group.stop("slave")
+    broker_group.stop("master")
+    master = commit_log_digest(broker_group.brokers["master"].data_dir)
+    assert master == commit_log_digest(broker_group.brokers["slave"].data_dir)
 
 
-def test_a_sync_master_without_a_slave_says_so_and_still_stores(group: BrokerGroup) -> None:
-    group.add("master", "broker-a", 0, "SYNC_MASTER")
-    group.start("master")
+def test_a_sync_master_without_a_slave_says_so_and_still_stores(broker_group: BrokerGroup) -> None:
+    broker_group.add("master", "broker-a", 0, "SYNC_MASTER")
+    broker_group.start("master")
 
     async def scenario() -> None:
-        async with Producer("lonely", namesrv=group.namesrv_addr, retry_times=0) as producer:
+        async with Producer("lonely", namesrv=broker_group.namesrv_addr, retry_times=0) as producer:
             result = await producer.send(Message("Lonely", b"kept"))
         assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
         assert result.replicas == 1
         inbox = Inbox()
         consumer = PushConsumer(
             "lonely-readers",
-            namesrv=group.namesrv_addr,
+            namesrv=broker_group.namesrv_addr,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )
         consumer.subscribe("Lonely")
@@ -180,11 +167,11 @@ def test_a_sync_master_without_a_slave_says_so_and_still_stores(group: BrokerGro
     asyncio.run(scenario())
 
 
-def test_a_slave_refuses_writes_with_a_clear_answer(group: BrokerGroup) -> None:
-    group.add("master", "broker-a", 0, "ASYNC_MASTER")
-    slave = group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("master")
-    group.start("slave")
+def test_a_slave_refuses_writes_with_a_clear_answer(broker_group: BrokerGroup) -> None:
+    broker_group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("master")
+    broker_group.start("slave")
 
     async def send_to_slave() -> RemotingCommand:
         client = RemotingClient()
@@ -211,16 +198,27 @@ def test_a_slave_refuses_writes_with_a_clear_answer(group: BrokerGroup) -> None:
 
 
 def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
-    group: BrokerGroup,
+    broker_group: BrokerGroup,
 ) -> None:
-    group.add("master", "broker-a", 0, "ASYNC_MASTER")
-    slave = group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("master")
-    admin(group.namesrv_addr, "updateTopic", "-t", "Synced", "-c", "DefaultCluster", "-r", "3")
-    admin(group.namesrv_addr, "updateSubGroup", "-c", "DefaultCluster", "-g", "g-synced", "-r", "5")
+    broker_group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("master")
+    admin(
+        broker_group.namesrv_addr, "updateTopic", "-t", "Synced", "-c", "DefaultCluster", "-r", "3"
+    )
+    admin(
+        broker_group.namesrv_addr,
+        "updateSubGroup",
+        "-c",
+        "DefaultCluster",
+        "-g",
+        "g-synced",
+        "-r",
+        "5",
+    )
 
     async def produce_and_commit(count: int) -> None:
-        async with Producer("sync-producer", namesrv=group.namesrv_addr) as producer:
+        async with Producer("sync-producer", namesrv=broker_group.namesrv_addr) as producer:
             for i in range(count):
                 await producer.send(Message("Synced", f"m{i}".encode()))
         client = RemotingClient()
@@ -232,13 +230,13 @@ def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
                 "commitOffset": "2",
             }
             request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
-            response = await client.invoke(group.brokers["master"].address, request, 5)
+            response = await client.invoke(broker_group.brokers["master"].address, request, 5)
             assert response.code == ResponseCode.SUCCESS
         finally:
             await client.close()
 
     asyncio.run(produce_and_commit(30))
-    group.start("slave")
+    broker_group.start("slave")
 
     async def on_slave(code: int, header: dict[str, str]) -> RemotingCommand:
         client = RemotingClient()
@@ -272,14 +270,14 @@ def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
     asyncio.run(slave_has_metadata())
     # The slave dies mid-stream and comes back: it resumes from its own offset.
     asyncio.run(produce_and_commit(200))
-    group.kill("slave")
+    broker_group.kill("slave")
     asyncio.run(produce_and_commit(200))
-    group.start("slave")
+    broker_group.start("slave")
     asyncio.run(produce_and_commit(10))
-    wait_until_slaves_caught_up(group)
-    group.stop("master")
-    group.stop("slave")
-    master = commit_log_digest(group.brokers["master"].data_dir)
+    wait_until_slaves_caught_up(broker_group)
+    broker_group.stop("master")
+    broker_group.stop("slave")
+    master = commit_log_digest(broker_group.brokers["master"].data_dir)
     assert master == commit_log_digest(slave.data_dir)
 
 
@@ -296,26 +294,26 @@ def runtime_info(address: str) -> dict[str, str]:
     return table
 
 
-def test_a_reader_far_behind_is_sent_to_the_slave(group: BrokerGroup) -> None:
+def test_a_reader_far_behind_is_sent_to_the_slave(broker_group: BrokerGroup) -> None:
     # Ratio 0: any reader behind the head counts as far behind (by default 40% of memory).
-    group.add(
+    broker_group.add(
         "master", "broker-a", 0, "ASYNC_MASTER",
         slaveReadEnable="true", accessMessageInMemoryMaxRatio="0",
     )  # fmt: skip
-    slave = group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("master")
-    group.start("slave")
+    slave = broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("master")
+    broker_group.start("slave")
     bodies = {f"backlog-{i}".encode() for i in range(500)}
 
     async def scenario() -> None:
-        async with Producer("backlog", namesrv=group.namesrv_addr) as producer:
+        async with Producer("backlog", namesrv=broker_group.namesrv_addr) as producer:
             for body in sorted(bodies):
                 await producer.send(Message("Backlog", body))
-        await asyncio.to_thread(wait_until_slaves_caught_up, group)
+        await asyncio.to_thread(wait_until_slaves_caught_up, broker_group)
         inbox = Inbox()
         consumer = PushConsumer(
             "backlog-readers",
-            namesrv=group.namesrv_addr,
+            namesrv=broker_group.namesrv_addr,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             pull_batch_size=32,
         )
@@ -328,16 +326,20 @@ def test_a_reader_far_behind_is_sent_to_the_slave(group: BrokerGroup) -> None:
     assert int(runtime_info(slave.address)["pulledMessageCount"]) > 0
 
 
-def test_producers_move_to_the_other_master_while_one_is_down(group: BrokerGroup) -> None:
-    group.add("a", "broker-a", 0, "ASYNC_MASTER")
-    group.add("b", "broker-b", 0, "ASYNC_MASTER")
-    group.start("a")
-    group.start("b")
-    admin(group.namesrv_addr, "updateTopic", "-t", "Spread", "-c", "DefaultCluster", "-w", "2")
+def test_producers_move_to_the_other_master_while_one_is_down(broker_group: BrokerGroup) -> None:
+    broker_group.add("a", "broker-a", 0, "ASYNC_MASTER")
+    broker_group.add("b", "broker-b", 0, "ASYNC_MASTER")
+    broker_group.start("a")
+    broker_group.start("b")
+    admin(
+        broker_group.namesrv_addr, "updateTopic", "-t", "Spread", "-c", "DefaultCluster", "-w", "2"
+    )
 
     async def send(count: int) -> dict[str, int]:
         brokers: dict[str, int] = {}
-        async with Producer("spread", namesrv=group.namesrv_addr, send_timeout_s=3) as producer:
+        async with Producer(
+            "spread", namesrv=broker_group.namesrv_addr, send_timeout_s=3
+        ) as producer:
             for i in range(count):
                 result = await producer.send(Message("Spread", f"s{i}".encode()))
                 assert result.status is SendStatus.SEND_OK
@@ -345,10 +347,10 @@ def test_producers_move_to_the_other_master_while_one_is_down(group: BrokerGroup
         return brokers
 
     assert set(asyncio.run(send(40))) == {"broker-a", "broker-b"}
-    group.kill("a")
+    broker_group.kill("a")
     # Every send succeeds: a send to broker-a fails over to broker-b within its retries.
     assert set(asyncio.run(send(40))) == {"broker-b"}
-    group.start("a")
+    broker_group.start("a")
     assert set(asyncio.run(send(40))) == {"broker-a", "broker-b"}
 
 
@@ -366,25 +368,27 @@ def offset_on(address: str, group_name: str, topic: str, queue_id: int) -> int:
     return int(response.ext_fields.get("offset", -1)) if response.code == 0 else -1
 
 
-def test_progress_made_on_the_slave_is_kept_when_the_master_returns(group: BrokerGroup) -> None:
-    master = group.add("master", "broker-a", 0, "ASYNC_MASTER")
-    slave = group.add("slave", "broker-a", 1, "SLAVE")
-    group.start("master")
-    group.start("slave")
-    admin(group.namesrv_addr, "updateTopic", "-t", "Progress", "-c", "DefaultCluster", "-w", "1",
-          "-r", "1")  # fmt: skip
+def test_progress_made_on_the_slave_is_kept_when_the_master_returns(
+    broker_group: BrokerGroup,
+) -> None:
+    master = broker_group.add("master", "broker-a", 0, "ASYNC_MASTER")
+    slave = broker_group.add("slave", "broker-a", 1, "SLAVE")
+    broker_group.start("master")
+    broker_group.start("slave")
+    one_queue = ["-c", "DefaultCluster", "-w", "1", "-r", "1"]
+    admin(broker_group.namesrv_addr, "updateTopic", "-t", "Progress", *one_queue)
     first = {f"first-{i}".encode() for i in range(50)}
     second = {f"second-{i}".encode() for i in range(50)}
 
     async def send(bodies: set[bytes]) -> None:
-        async with Producer("progress", namesrv=group.namesrv_addr) as producer:
+        async with Producer("progress", namesrv=broker_group.namesrv_addr) as producer:
             for body in sorted(bodies):
                 await producer.send(Message("Progress", body))
 
     async def consume(expected: set[bytes], until: Any) -> set[bytes]:
         """Consumes until `expected` arrived and `until()` holds; returns everything seen."""
         inbox = Inbox()
-        instance = ClientInstance(group.namesrv_addr, route_refresh_interval_s=1)
+        instance = ClientInstance(broker_group.namesrv_addr, route_refresh_interval_s=1)
         consumer = PushConsumer(
             "progress-readers",
             instance=instance,
@@ -412,13 +416,13 @@ def test_progress_made_on_the_slave_is_kept_when_the_master_returns(group: Broke
         consume(first, lambda: offset_on(slave.address, "progress-readers", "Progress", 0) == 50)
     )
     asyncio.run(send(second))
-    wait_until_slaves_caught_up(group)
-    group.kill("master")
+    wait_until_slaves_caught_up(broker_group)
+    broker_group.kill("master")
     # A reader started while the master is down resumes from the slave's copy of the progress,
     # and its own progress, committed to the slave, survives the master's return.
     seen = asyncio.run(consume(second, lambda: progress(slave.address) == 100))
     assert not seen & first, "the slave lost the group's progress"
-    group.start("master")
+    broker_group.start("master")
     # With no consumer running, the slave hands the progress back to the returned master.
     poll_until(lambda: progress(master.address) == 100)
     assert progress(master.address) == 100

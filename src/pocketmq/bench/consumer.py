@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import time
 from typing import Any
 
 from pocketmq.bench.latency import LatencyHistogram
+from pocketmq.bench.report import every_second, latency_text, print_summary
 from pocketmq.client.aio import ConsumeFromWhere, MessageExt, PushConsumer
 from pocketmq.runtime.event_loop import run as run_loop
 
@@ -92,23 +92,12 @@ async def run(args: argparse.Namespace, out: Any = sys.stdout) -> dict[str, Any]
     consumer.subscribe(args.topic)
     consumer.register_listener(counter.listener)
 
-    async def report() -> None:
-        while True:
-            await asyncio.sleep(1)
-            if not args.json:
-                print(counter.line(1.0), file=out, flush=True)
-
     async with consumer:
         started = time.monotonic()
-        reporter = asyncio.create_task(report())
-        try:
+        async with every_second(lambda: counter.line(1.0), out, quiet=args.json):
             timeout = None if args.count else args.duration
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(counter.done.wait(), timeout)
-        finally:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
         elapsed = time.monotonic() - started
     summary: dict[str, Any] = {
         "messages": counter.received,
@@ -116,18 +105,11 @@ async def run(args: argparse.Namespace, out: Any = sys.stdout) -> dict[str, Any]
         "msgs_per_s": round(counter.received / elapsed, 1) if elapsed else 0.0,
         "end_to_end": counter.total_b2c.summary(),
     }
-    if args.json:
-        print(json.dumps(summary, indent=2), file=out)
-    else:
-        e2e = summary["end_to_end"]
-        print(
-            f"Summary: {counter.received:,} consumed in {elapsed:.2f} s, "
-            f"{summary['msgs_per_s']:,.0f} msgs/s | end-to-end(ms) p50 {e2e['p50_us'] / 1000:.3f}"
-            f" p99 {e2e['p99_us'] / 1000:.3f} p99.9 {e2e['p999_us'] / 1000:.3f}"
-            f" max {e2e['max_us'] / 1000:.3f}",
-            file=out,
-            flush=True,
-        )
+    text = (
+        f"{counter.received:,} consumed in {elapsed:.2f} s, {summary['msgs_per_s']:,.0f} msgs/s"
+        f" | end-to-end(ms) {latency_text(summary['end_to_end'])}"
+    )
+    print_summary(summary, text, out, as_json=args.json)
     return summary
 
 

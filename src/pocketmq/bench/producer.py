@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import os
 import sys
 import time
@@ -19,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pocketmq.bench.latency import LatencyHistogram
+from pocketmq.bench.report import every_second, latency_text, print_summary
 from pocketmq.client.aio import Message, Producer
 from pocketmq.client.errors import RocketMQError
 from pocketmq.runtime.event_loop import run as run_loop
@@ -106,18 +105,11 @@ async def run(args: argparse.Namespace, out: Any = sys.stdout) -> dict[str, Any]
             finally:
                 window.release()
 
-        async def report() -> None:
-            while True:
-                await asyncio.sleep(1)
-                if not args.json:
-                    print(stats.line(1.0), file=out, flush=True)
-
-        reporter = asyncio.create_task(report())
         tasks: set[asyncio.Task[None]] = set()
         started = time.monotonic()
         next_at = started
         issued = 0
-        try:
+        async with every_second(lambda: stats.line(1.0), out, quiet=args.json):
             while (limit is None or issued < limit) and (
                 deadline is None or time.monotonic() < deadline
             ):
@@ -133,10 +125,6 @@ async def run(args: argparse.Namespace, out: Any = sys.stdout) -> dict[str, Any]
                 issued += args.batch
             if tasks:
                 await asyncio.gather(*tasks)
-        finally:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
         elapsed = time.monotonic() - started
     summary: dict[str, Any] = {
         "messages": stats.sent,
@@ -148,18 +136,11 @@ async def run(args: argparse.Namespace, out: Any = sys.stdout) -> dict[str, Any]
         "batch": args.batch,
         "send_rt": stats.total.summary(),
     }
-    if args.json:
-        print(json.dumps(summary, indent=2), file=out)
-    else:
-        rt = summary["send_rt"]
-        print(
-            f"Summary: {stats.sent:,} sent, {stats.failed} failed in {elapsed:.2f} s, "
-            f"{summary['msgs_per_s']:,.0f} msgs/s | RT(ms) p50 {rt['p50_us'] / 1000:.3f} "
-            f"p99 {rt['p99_us'] / 1000:.3f} p99.9 {rt['p999_us'] / 1000:.3f} "
-            f"max {rt['max_us'] / 1000:.3f}",
-            file=out,
-            flush=True,
-        )
+    text = (
+        f"{stats.sent:,} sent, {stats.failed} failed in {elapsed:.2f} s, "
+        f"{summary['msgs_per_s']:,.0f} msgs/s | RT(ms) {latency_text(summary['send_rt'])}"
+    )
+    print_summary(summary, text, out, as_json=args.json)
     return summary
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -102,3 +103,18 @@ def start_server_process(
             f"(exit code {process.returncode}); its log:\n{log_path.read_text(errors='replace')}"
         )
     return ServerProcess(list(args), process, found[0], log_path, reader)
+
+
+def free_port_pair() -> int:
+    """A port p of 127.0.0.1 with p and p + 1 free: a broker's, and its HA service's."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        with socket.socket() as second:
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two adjacent free ports on 127.0.0.1")
