@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,14 @@ def own_time(collapsed: Path, top: int) -> list[tuple[str, float]]:
         counts[leaf] += int(n)
         total += int(n)
     return [(frame, 100 * n / total) for frame, n in counts.most_common(top)] if total else []
+
+
+def retitle(svg: Path, title: str) -> None:
+    """Replaces the flame graph's title, which py-spy fills with its command line (local
+    paths), by a description of the run."""
+    text = svg.read_text()
+    text = re.sub(r'(<text id="title"[^>]*>)[^<]*(</text>)', rf"\g<1>{title}\g<2>", text, count=1)
+    svg.write_text(text)
 
 
 def record(args: list[str], output: Path, fmt: str) -> list[str]:
@@ -64,6 +73,9 @@ def profile(workload: str, messages: int, out: Path) -> None:
                 )
                 broker.send_signal(2)  # SIGINT: py-spy writes its output and exits
                 broker.wait(timeout=60)
+                if fmt == "flamegraph":
+                    for side, path in (("broker", broker_out), ("client", client_out)):
+                        retitle(path, f"pocketmq {side}, peers workload {workload} (py-spy 200 Hz)")
         finally:
             server.stop()
     for side in ("broker", "client"):
