@@ -54,8 +54,11 @@ class KeyValueStore:
         return json.dumps({"applied": self.applied, "data": items}).encode()
 
     def restore(self, image: bytes) -> None:
-        decoded = json.loads(image) if image else {"applied": 0, "data": {}}
-        self.applied = decoded["applied"]
+        if not image:
+            self.applied, self.data = 0, {}
+            return
+        decoded = json.loads(image)
+        self.applied = int(decoded["applied"])
         self.data = {
             key: Versioned(value, index) for key, (value, index) in decoded["data"].items()
         }
