@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from pocketmq.cli import admin, bench, broker, namesrv, up
+from pocketmq.cli import admin, bench, broker, namesrv, raftkv, up
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.register(commands)
     admin.register(commands)
     bench.register(commands)
+    raftkv.register(commands)
     return parser
 
 
