@@ -7,6 +7,7 @@ persist (fsync, in a worker thread), send, apply, answer the clients whose comma
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import itertools
 import json
@@ -68,7 +69,7 @@ class RaftNode:
         restored = self.storage.load()
         config = settings.raft
         if not settings.batching:
-            config = RaftConfig(**{**config.__dict__, "max_entries_per_append": 1})
+            config = dataclasses.replace(config, max_entries_per_append=1)
         self.raft = Raft(
             settings.node_id,
             list(settings.peers),
