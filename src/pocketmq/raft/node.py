@@ -7,14 +7,13 @@ persist (fsync, in a worker thread), send, apply, answer the clients whose comma
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
 import itertools
 import json
 import logging
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pocketmq.common.codes import ResponseCode
@@ -69,7 +68,7 @@ class RaftNode:
         restored = self.storage.load()
         config = settings.raft
         if not settings.batching:
-            config = dataclasses.replace(config, max_entries_per_append=1)
+            config = replace(config, max_entries_per_append=1)
         self.raft = Raft(
             settings.node_id,
             list(settings.peers),
