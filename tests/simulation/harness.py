@@ -129,13 +129,13 @@ class Simulation:
         most ELECTION_BOUND ticks), then until a marker it commits is applied everywhere (at
         most CATCH_UP_BOUND ticks more); returns the ticks each took."""
         elected = self.run_until(
-            self._agreed_leader, ELECTION_BOUND, "one leader known to all nodes once faults healed"
+            self.agreed_leader, ELECTION_BOUND, "one leader known to all nodes once faults healed"
         )
         marker = str(self.seed)
         proposed: list[int] = []
 
         def applied_everywhere() -> bool:
-            leader = self._agreed_leader()
+            leader = self.agreed_leader()
             if not proposed and leader is not None:  # refused while a transfer is under way
                 proposed.extend(filter(None, [leader.propose(put_command("converged", marker))]))
             return all(n.kv.get("converged") == marker for n in self.nodes.values())
@@ -147,7 +147,8 @@ class Simulation:
         )
         return elected, caught_up
 
-    def _agreed_leader(self) -> Raft | None:
+    def agreed_leader(self) -> Raft | None:
+        """The leader every running node follows, if there is one."""
         leaders = {(n.raft.leader, n.raft.term) for n in self.nodes.values() if n.raft}
         if len(leaders) != 1:
             return None

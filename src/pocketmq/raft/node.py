@@ -126,8 +126,13 @@ class RaftNode:
         return port
 
     async def stop(self) -> None:
+        """Stops serving, lets the loop finish the round it is in (its fsync included), then
+        closes the files."""
         self._stopping = True
         await self.server.stop(grace_s=0.5)
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._tasks[-1]), timeout=5.0)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
