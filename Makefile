@@ -4,17 +4,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all check fmt lint bench bench-peers clean
+.PHONY: run test test-all check fmt lint bench bench-peers clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# PySpark runs on a Java runtime (17 or 21): installed from Debian's packages when missing.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+		echo "installing a Java runtime for PySpark (openjdk-17-jre-headless)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
+
+run: $(STAMP) java
 	$(BIN)/pocketmq up
 
 lint: $(STAMP)
@@ -29,7 +36,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 # The whole suite CI runs: lint and type checks, then every test folder.
-test: check
+test: check java
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -798,6 +798,33 @@ class AdminClient:
         )
         return _ext_int(response, "offset", address)
 
+    async def offset_at(self, address: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first offset of the queue stored at or after `timestamp_ms`
+        (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        response = await self._broker_ok(
+            address,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp_ms)},
+            what="offset by time",
+        )
+        return _ext_int(response, "offset", address)
+
+    async def update_consumer_offset(
+        self, address: str, group: str, topic: str, queue_id: int, offset: int
+    ) -> None:
+        """Commits `group`'s offset of one queue (UPDATE_CONSUMER_OFFSET), as a consumer would."""
+        await self._broker_ok(
+            address,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {
+                "consumerGroup": group,
+                "topic": topic,
+                "queueId": str(queue_id),
+                "commitOffset": str(offset),
+            },
+            what="offset commit",
+        )
+
     async def consumer_offset(
         self, address: str, group: str, topic: str, queue_id: int
     ) -> int | None:

@@ -1,0 +1,177 @@
+"""Batch and streaming writes: rows become messages, sent from the tasks in batches.
+
+The streaming sink publishes each micro-batch once even when Spark runs it again after a crash.
+Every task sends its rows in chunks, each chunk one batch request (stored whole or not at all)
+to one queue chosen by the task's partition, each message tagged `SPARK_SINK` =
+`<sinkId>/<batchId>/<partition>/<chunk>`. Before sending, a task skips the whole batch if the
+sink already recorded it as committed, and otherwise the chunks already in its queue after the
+sink's last recorded position. The commit records the batch id first, then the new positions
+(as the consumer offsets of groups named after the sink), so a crash between the two can only
+make a later scan start earlier."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from pocketmq.client.aio import Message
+from pocketmq.client.message import MessageQueue
+from pocketmq.spark.cluster import Cluster
+from pocketmq.spark.offsets import parse_queue_key, queue_key
+from pocketmq.spark.options import WriteOptions
+from pocketmq.spark.rows import to_messages
+
+SINK_PROPERTY = "SPARK_SINK"
+PAUSE_AFTER_COMMIT = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_COMMIT"
+"""Fault tests only: `<batchId>:<file>` makes the sink, once it committed that batch, create the
+file and wait, so the test can kill the driver before Spark records the batch."""
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass
+class Sent(WriterCommitMessage):
+    rows: int = 0
+    ends: dict[str, int] = field(default_factory=dict)
+    """Queue key -> the offset after what this task stored there."""
+
+
+def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, object]]:
+    for batch in batches:
+        yield from batch.to_pylist()
+
+
+def _chunks(messages: Iterator[Message], rows: int) -> Iterator[list[Message]]:
+    chunk: list[Message] = []
+    size = 0
+    for message in messages:
+        if chunk and (len(chunk) >= rows or size + len(message.body) > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(message)
+        size += len(message.body)
+    if chunk:
+        yield chunk
+
+
+def _by_topic(chunk: list[Message]) -> dict[str, list[Message]]:
+    grouped: dict[str, list[Message]] = {}
+    for message in chunk:
+        grouped.setdefault(message.topic, []).append(message)
+    return grouped
+
+
+class BatchWriter(DataSourceArrowWriter):
+    """`df.write.format("pocketmq")`: at least once (a task Spark retries sends again)."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
+        cluster = Cluster.of(self.options.namesrv)
+        sent = Sent()
+        messages = to_messages(_rows(iterator), self.options.topic, {})
+        for chunk in _chunks(messages, self.options.batch_rows):
+            for batch in _by_topic(chunk).values():
+                cluster.send(batch)
+                sent.rows += len(batch)
+        return sent
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("pocketmq")`: each micro-batch published exactly once."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        assert options.topic is not None
+        assert options.sink_id is not None
+        self.options = options
+        self.topic: str = options.topic
+        self.sink_id: str = options.sink_id
+
+    @property
+    def _positions_group(self) -> str:
+        return f"spark-sink-{self.sink_id}"
+
+    @property
+    def _batches_group(self) -> str:
+        return f"spark-sink-{self.sink_id}-batches"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
+        context = TaskContext.get()
+        assert context is not None, "write() runs in a Spark task"
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId") or "0")
+        partition = context.partitionId()
+        cluster = Cluster.of(self.options.namesrv)
+        queues = sorted(b.queue for b in cluster.bounds([self.topic]))
+        if not queues:
+            raise RuntimeError(f"topic {self.topic} has no queues: create it first")
+        marker = cluster.consumer_offset(self._batches_group, queues[0]) or 0
+        if marker > batch_id:
+            return Sent()  # Spark runs again a batch this sink committed: published already
+        queue = queues[partition % len(queues)]
+        tag = f"{self.sink_id}/{batch_id}/{partition}/"
+        present = self._chunks_present(cluster, queue, tag)
+        sent = Sent()
+        messages = to_messages(_rows(iterator), self.topic, {})
+        for number, chunk in enumerate(_chunks(messages, self.options.batch_rows)):
+            if number in present:
+                continue
+            for message in chunk:
+                message.properties[SINK_PROPERTY] = f"{tag}{number}"
+                if message.topic != self.topic:
+                    raise ValueError(
+                        f"the streaming sink writes to its topic option ({self.topic}); a row "
+                        f"asks for {message.topic}"
+                    )
+            stored, end = cluster.send(chunk, queue)
+            sent.rows += len(chunk)
+            sent.ends[queue_key(stored)] = max(end, sent.ends.get(queue_key(stored), 0))
+        return sent
+
+    def _chunks_present(self, cluster: Cluster, queue: MessageQueue, tag: str) -> set[int]:
+        """Chunks of this task's batch already in `queue` (a run before a crash sent them)."""
+        bound = next(b for b in cluster.bounds([self.topic]) if b.queue == queue)
+        start = cluster.consumer_offset(self._positions_group, queue)
+        start = bound.min_offset if start is None else max(start, bound.min_offset)
+        found: set[int] = set()
+        for message in cluster.read(queue, start, bound.max_offset, fail_on_data_loss=False):
+            value = message.properties.get(SINK_PROPERTY, "")
+            if value.startswith(tag):
+                found.add(int(value[len(tag) :]))
+        return found
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        cluster = Cluster.of(self.options.namesrv)
+        queues = sorted(b.queue for b in cluster.bounds([self.topic]))
+        cluster.commit_offsets(self._batches_group, {queues[0]: batchId + 1})
+        ends: dict[str, int] = {}
+        for message in messages:
+            if isinstance(message, Sent):
+                for key, end in message.ends.items():
+                    ends[key] = max(end, ends.get(key, 0))
+        if ends:
+            cluster.commit_offsets(
+                self._positions_group, {parse_queue_key(k): v for k, v in ends.items()}
+            )
+        _pause_for_fault_test(batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Chunks already sent stay; the batch's next run finds them and does not resend."""
+
+
+def _pause_for_fault_test(batch_id: int) -> None:
+    setting = os.environ.get(PAUSE_AFTER_COMMIT, "")
+    wanted, _, path = setting.partition(":")
+    if wanted and path and int(wanted) == batch_id:
+        with open(path, "w") as marker:
+            marker.write(str(batch_id))
+        time.sleep(600)

@@ -1,0 +1,97 @@
+"""One SparkSession (local[2]) for the whole Spark suite and one `pocketmq up` per module:
+starting Spark costs seconds, so no test pays it on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client import Message, Producer
+from pocketmq.client.admin import AdminClient, TopicSettings
+from pocketmq.testing import ServerProcess, start_server_process
+
+pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+_topics = itertools.count(1)
+
+
+def spark_settings() -> dict[str, str]:
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.driver.memory": "1g",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    }
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master("local[2]").appName("pocketmq-tests")
+    for key, value in spark_settings().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    work = tmp_path_factory.mktemp("pocketmq-up")
+    server = start_server_process(
+        ["up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(work / "data")],
+        work / "up.log",
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def create_topic(namesrv: str, prefix: str, queues: int = 4) -> str:
+    topic = f"{prefix}-{next(_topics)}"
+
+    async def create() -> None:
+        async with AdminClient([namesrv]) as admin:
+            await admin.create_topic(
+                TopicSettings(topic, read_queue_nums=queues, write_queue_nums=queues),
+                cluster="DefaultCluster",
+            )
+            assert await admin.wait_for_route(topic, timeout_s=10)
+
+    asyncio.run(create())
+    return topic
+
+
+def produce(namesrv: str, topic: str, count: int, *, first: int = 0, size: int = 0) -> list[str]:
+    """Sends `count` messages with key, tag and a property; returns their bodies in order."""
+    bodies = [
+        f"message {n} ".ljust(size, "x") if size else f"message {n}"
+        for n in range(first, first + count)
+    ]
+    messages = [
+        Message(topic, body.encode(), tags=f"tag{n % 3}", keys=f"key-{n}", properties={"n": str(n)})
+        for n, body in zip(range(first, first + count), bodies, strict=True)
+    ]
+    with Producer("spark-test-producer", namesrv=namesrv) as producer:
+        for start in range(0, count, 50):  # a batch lands in one queue; batches spread
+            producer.send_batch(messages[start : start + 50])
+    return bodies
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"
