@@ -16,7 +16,14 @@ from pyspark.sql.streaming.datasource import (
 
 from pocketmq.client.message import MessageQueue
 from pocketmq.spark.cluster import Cluster, QueueBounds
-from pocketmq.spark.offsets import admit, canonical, parse_queue_key, queue_key, resolve
+from pocketmq.spark.offsets import (
+    StartSpec,
+    admit,
+    canonical,
+    parse_queue_key,
+    queue_key,
+    resolve,
+)
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.rows import to_record_batch
 
@@ -67,14 +74,14 @@ def _bounds(options: ReadOptions) -> list[QueueBounds]:
     return cluster.bounds(cluster.topics(options.topics, options.topic_pattern))
 
 
-def _resolve(options: ReadOptions, which: str, bounds: list[QueueBounds]) -> dict[str, int]:
-    cluster = Cluster.of(options.namesrv)
-    spec = options.starting if which == "earliest" else options.ending
+def _resolve(
+    options: ReadOptions, spec: StartSpec, bounds: list[QueueBounds], *, unnamed: str
+) -> dict[str, int]:
     return resolve(
         spec,
         [(b.queue, b.min_offset, b.max_offset) for b in bounds],
-        cluster.offset_at,
-        unnamed=which,
+        Cluster.of(options.namesrv).offset_at,
+        unnamed=unnamed,
     )
 
 
@@ -84,8 +91,8 @@ class BatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         bounds = _bounds(self.options)
-        start = _resolve(self.options, "earliest", bounds)
-        end = _resolve(self.options, "latest", bounds)
+        start = _resolve(self.options, self.options.starting, bounds, unnamed="earliest")
+        end = _resolve(self.options, self.options.ending, bounds, unnamed="latest")
         ends = {key: max(end[key], start.get(key, 0)) for key in end}
         return split(start, ends, self.options.max_records_per_partition)
 
@@ -107,8 +114,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, int] = {}
 
     def initialOffset(self) -> dict[str, int]:
-        bounds = _bounds(self.options)
-        return _resolve(self.options, "latest", bounds)
+        # Queues a JSON start does not name begin at the latest, as Kafka's source does.
+        return _resolve(
+            self.options, self.options.starting, _bounds(self.options), unnamed="latest"
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger

@@ -459,6 +459,8 @@ class Producer:
     async def _send_to_queue(
         self, prepared: PreparedSend, queue: MessageQueue, timeout_s: float
     ) -> SendResult:
+        if self.instance.routes.master_address(queue.broker_name) is None:
+            await self.instance.fetch_route(queue.topic)  # a queue chosen by the caller
         address = await self._master_address(queue.broker_name)
         header = prepared.header(
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
