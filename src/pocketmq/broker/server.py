@@ -259,6 +259,8 @@ class BrokerServer:
             enable_property_filter=config.enable_property_filter,
             short_polling_ms=config.short_polling_time_mills,
             slave_read_enable=config.slave_read_enable,
+            transfer_count_max=self.store_config.max_transfer_count_on_message_in_memory,
+            transfer_bytes_max=self.store_config.max_transfer_bytes_on_message_in_memory,
             registered_subscription=self.clients.subscription,
         )
         self._admin_stats = AdminStatsHandlers(

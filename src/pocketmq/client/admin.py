@@ -343,6 +343,17 @@ class FoundMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class RawPull:
+    """One pull's outcome with its records undecoded, back to back as the CommitLog holds
+    them."""
+
+    records: bytes
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class PullBatch:
     """One pull's outcome: messages (maybe none) and where to go on."""
 
@@ -1075,6 +1086,19 @@ class AdminClient:
         self, address: str, topic: str, queue_id: int, offset: int, max_nums: int
     ) -> PullBatch:
         """One PULL_MESSAGE as group TOOLS_CONSUMER, subscription `*`, never held."""
+        raw = await self.pull_raw(address, topic, queue_id, offset, max_nums)
+        return PullBatch(
+            _decode_messages(raw.records, address) if raw.records else [],
+            raw.next_begin_offset,
+            raw.min_offset,
+            raw.max_offset,
+        )
+
+    async def pull_raw(
+        self, address: str, topic: str, queue_id: int, offset: int, max_nums: int
+    ) -> RawPull:
+        """`pull` without decoding: the stored records as the broker sent them, for readers
+        that decode only what they need (the Spark connector builds Arrow columns from them)."""
         response = await self._broker(
             address,
             RequestCode.PULL_MESSAGE,
@@ -1100,13 +1124,8 @@ class AdminClient:
             ResponseCode.PULL_OFFSET_MOVED,
         ):
             _check(response, "pull", f"broker {address}")
-        messages = (
-            _decode_messages(response.body, address)
-            if response.code == ResponseCode.SUCCESS
-            else []
-        )
-        return PullBatch(
-            messages,
+        return RawPull(
+            response.body if response.code == ResponseCode.SUCCESS else b"",
             _ext_int(response, "nextBeginOffset", address, offset),
             _ext_int(response, "minOffset", address, 0),
             _ext_int(response, "maxOffset", address, 0),

@@ -8,23 +8,28 @@ import asyncio
 import re
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
-from pocketmq.client.admin import AdminClient
+from pocketmq.client.admin import AdminClient, AdminError
 from pocketmq.client.aio import Message, Producer
 from pocketmq.client.message import MessageQueue
-from pocketmq.common.stored_message import StoredMessage
+from pocketmq.common.codes import ResponseCode
+from pocketmq.common.route import TopicRouteData
+from pocketmq.common.stored_message import StoredMessage, decode_records
+from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.spark.fetch import DataLossError, fetch_range
 
 T = TypeVar("T")
+__all__ = ["Cluster", "DataLossError", "QueueBounds"]
 
 _SYSTEM = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%", "SCHEDULE_TOPIC", "TBW102")
-PULL_BATCH = 32
-"""What one pull carries at most (the broker's maxTransferCountOnMessageInMemory)."""
-
-
-class DataLossError(RuntimeError):
-    """Offsets a query still needs were removed by retention."""
+ROUTE_REFRESH_S: Final = 10.0
+"""How long a topic's route and a pattern's topic list are trusted. Spark asks an idle query for
+its latest offsets 50 to 90 times a second; with the route cached that costs one stats request
+per broker and topic, none to the NameServer. A queue added on a known broker shows at once (the
+broker's stats list every queue it has); a new broker or a new topic of a pattern within this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +57,70 @@ class _Loop:
             return cls._instance
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout_s: float = 120.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
+        return self.submit(coroutine).result(timeout_s)
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+
+class _CachingAdmin(AdminClient):
+    """An AdminClient whose route lookups and topic list come from a cache kept for `refresh_s`:
+    every admin call that needs a route (topic stats, consumer progress) skips the NameServer.
+
+    Used only on the connector's event loop thread, so the dictionaries need no lock."""
+
+    def __init__(
+        self, namesrv_addresses: list[str], *, timeout_s: float, clock: Clock, refresh_s: float
+    ) -> None:
+        super().__init__(namesrv_addresses, timeout_s=timeout_s)
+        self._clock = clock
+        self.refresh_s = refresh_s
+        self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        self._topic_list: tuple[float, list[str]] | None = None
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        now = self._clock.monotonic()
+        cached = self._routes.get(topic)
+        if cached is not None and now - cached[0] < self.refresh_s:
+            return cached[1]
+        route = await super().topic_route(topic)
+        self._routes[topic] = (now, route)
+        return route
+
+    async def topic_list(self) -> list[str]:
+        now = self._clock.monotonic()
+        if self._topic_list is None or now - self._topic_list[0] >= self.refresh_s:
+            self._topic_list = (now, await super().topic_list())
+        return self._topic_list[1]
+
+    def forget_route(self, topic: str) -> None:
+        """The next lookup of `topic` asks a NameServer (after a broker of it failed)."""
+        self._routes.pop(topic, None)
 
 
 class Cluster:
-    """One NameServer list; clients are made once per process and shared."""
+    """One NameServer list; clients are made once per process and shared.
+
+    Routes are cached for `route_refresh_s` (see `ROUTE_REFRESH_S`) and dropped early when a
+    broker of the topic fails, so a moved broker is found on the next call."""
 
     _shared: ClassVar[dict[str, Cluster]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        clock: Clock | None = None,
+        route_refresh_s: float = ROUTE_REFRESH_S,
+    ) -> None:
         self.namesrv = namesrv
         self._loop = _Loop.get()
-        self._admin: AdminClient | None = None
+        self._clock: Clock = clock or SystemClock()
+        self._route_refresh_s = route_refresh_s
+        self._admin: _CachingAdmin | None = None
         self._producer: Producer | None = None
-        self._addresses: dict[str, str] = {}
+        self._producer_started: asyncio.Future[None] | None = None
 
     @classmethod
     def of(cls, namesrv: str) -> Cluster:
@@ -78,43 +132,65 @@ class Cluster:
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coroutine)
 
-    def _admin_client(self) -> AdminClient:
+    def _admin_client(self) -> _CachingAdmin:
         if self._admin is None:
-            self._admin = AdminClient(self.namesrv.split(";"), timeout_s=10.0)
+            self._admin = _CachingAdmin(
+                self.namesrv.split(";"),
+                timeout_s=10.0,
+                clock=self._clock,
+                refresh_s=self._route_refresh_s,
+            )
         return self._admin
 
     # -- metadata ------------------------------------------------------------------------------
     def topics(self, names: list[str], pattern: str | None) -> list[str]:
+        """`names`, or the topics matching `pattern` (listed at most every `route_refresh_s`)."""
         if pattern is None:
             return names
         regex = re.compile(pattern)
         listed = self.run(self._admin_client().topic_list())
         return sorted(t for t in listed if regex.fullmatch(t) and not t.startswith(_SYSTEM))
 
-    def bounds(self, topics: list[str]) -> list[QueueBounds]:
-        """Every readable queue of `topics` with its min and max offset: one route lookup and
-        one request per broker for each topic."""
-        return self.run(self._bounds(topics))
+    def bounds(self, topics: list[str], *, skip_missing: bool = False) -> list[QueueBounds]:
+        """Every readable queue of `topics` with its min and max offset: one request per broker
+        and topic, the routes cached (a NameServer lookup only when one is older than
+        `route_refresh_s` or its broker failed).
 
-    async def _bounds(self, topics: list[str]) -> list[QueueBounds]:
+        Args:
+            topics: The topics to list.
+            skip_missing: Leave out topics that no longer exist (a pattern subscription's
+                listing may be that old) instead of failing.
+
+        Raises:
+            AdminError: a topic does not exist (unless skipped), or a broker failed twice.
+        """
+        return self.run(self._bounds(topics, skip_missing))
+
+    async def _bounds(self, topics: list[str], skip_missing: bool) -> list[QueueBounds]:
+        per_topic = await asyncio.gather(*(self._topic_bounds(t, skip_missing) for t in topics))
+        return sorted((b for found in per_topic for b in found), key=lambda b: b.queue)
+
+    async def _topic_bounds(self, topic: str, skip_missing: bool) -> list[QueueBounds]:
         admin = self._admin_client()
-        found: list[QueueBounds] = []
-        for topic in topics:
-            route = await admin.topic_route(topic)
-            for data in route.broker_datas:
-                address = data.broker_addrs.get(0)
-                if address:
-                    self._addresses[data.broker_name] = address
-            stats = await admin.topic_stats(topic)
-            found.extend(
-                QueueBounds(
-                    MessageQueue(topic, q.queue.broker_name, q.queue.queue_id),
-                    q.min_offset,
-                    q.max_offset,
-                )
-                for q in stats.queues
+        try:
+            try:
+                stats = await admin.topic_stats(topic)
+            except AdminError:
+                # The cached route may name a broker that moved or died: ask again, once.
+                admin.forget_route(topic)
+                stats = await admin.topic_stats(topic)
+        except AdminError as exc:
+            if skip_missing and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                return []
+            raise
+        return [
+            QueueBounds(
+                MessageQueue(topic, q.queue.broker_name, q.queue.queue_id),
+                q.min_offset,
+                q.max_offset,
             )
-        return sorted(found, key=lambda b: b.queue)
+            for q in stats.queues
+        ]
 
     def offset_at(self, queue: MessageQueue, timestamp_ms: int) -> int:
         async def ask() -> int:
@@ -125,55 +201,46 @@ class Cluster:
         return self.run(ask())
 
     async def _address(self, topic: str, broker_name: str) -> str:
-        if broker_name not in self._addresses:
-            route = await self._admin_client().topic_route(topic)
+        """The master of `broker_name` in `topic`'s route (cached; asked again when missing)."""
+        admin = self._admin_client()
+        for attempt in range(2):
+            if attempt:
+                admin.forget_route(topic)
+            route = await admin.topic_route(topic)
             for data in route.broker_datas:
-                if data.broker_addrs.get(0):
-                    self._addresses[data.broker_name] = data.broker_addrs[0]
-        try:
-            return self._addresses[broker_name]
-        except KeyError:
-            raise RuntimeError(f"broker {broker_name} of topic {topic} has no master") from None
+                if data.broker_name == broker_name and data.broker_addrs.get(0):
+                    return data.broker_addrs[0]
+        raise RuntimeError(f"broker {broker_name} of topic {topic} has no master")
 
     # -- data ----------------------------------------------------------------------------------
     def read(
         self, queue: MessageQueue, start: int, end: int, *, fail_on_data_loss: bool
     ) -> list[StoredMessage]:
         """The messages at offsets [start, end) of `queue`, in order; always the same ones."""
-        return self.run(self._read(queue, start, end, fail_on_data_loss))
+        pulls = self.run(self._fetch(queue, start, end, fail_on_data_loss))
+        messages = (m for records in pulls for m in decode_records(records, check_crc=False))
+        return [m for m in messages if start <= m.queue_offset < end]
 
-    async def _read(
+    def submit_read(
+        self, queue: MessageQueue, start: int, end: int, *, fail_on_data_loss: bool
+    ) -> Future[list[bytes]]:
+        """Starts reading offsets [start, end) of `queue` on the connector's loop: the caller
+        decodes one range while the next is on its way. The pull bodies come back undecoded
+        (`pocketmq.spark.records` turns them into columns)."""
+        return self._loop.submit(self._fetch(queue, start, end, fail_on_data_loss))
+
+    async def _fetch(
         self, queue: MessageQueue, start: int, end: int, fail_on_data_loss: bool
-    ) -> list[StoredMessage]:
-        admin = self._admin_client()
+    ) -> list[bytes]:
         address = await self._address(queue.topic, queue.broker_name)
-        messages: list[StoredMessage] = []
-        offset = start
-        while offset < end:
-            batch = await admin.pull(
-                address, queue.topic, queue.queue_id, offset, min(PULL_BATCH, end - offset)
-            )
-            if batch.min_offset > offset:
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{queue.topic} {queue.broker_name}:{queue.queue_id}: offsets {offset}.."
-                        f"{batch.min_offset - 1} are gone (retention); the query needed them. "
-                        "Restart it from a new checkpoint, or set failOnDataLoss=false to skip"
-                    )
-                offset = batch.min_offset
-                continue
-            wanted = [m for m in batch.messages if offset <= m.queue_offset < end]
-            if not wanted:
-                if batch.max_offset <= offset:
-                    raise RuntimeError(
-                        f"{queue.topic} {queue.broker_name}:{queue.queue_id} ends at "
-                        f"{batch.max_offset}, before the planned end {end}"
-                    )
-                offset = max(offset + 1, batch.next_begin_offset)
-                continue
-            messages.extend(wanted)
-            offset = wanted[-1].queue_offset + 1
-        return messages
+        return await fetch_range(
+            self._admin_client(),
+            address,
+            queue,
+            start,
+            end,
+            fail_on_data_loss=fail_on_data_loss,
+        )
 
     def commit_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
         async def commit() -> None:
@@ -195,20 +262,27 @@ class Cluster:
 
         return self.run(ask())
 
-    def send(
+    def submit_send(
         self, messages: list[Message], queue: MessageQueue | None = None
+    ) -> Future[tuple[MessageQueue, int]]:
+        """Starts sending one batch (stored together, in one queue); the future gives the queue
+        and the offset after the batch. Callers keep several in flight."""
+        return self._loop.submit(self._send(messages, queue))
+
+    async def _send(
+        self, messages: list[Message], queue: MessageQueue | None
     ) -> tuple[MessageQueue, int]:
-        """Sends one batch (stored together, in one queue); returns the queue and the offset
-        after it."""
+        producer = await self._started_producer()
+        if len(messages) > 1:
+            result = await producer.send_batch(messages, queue=queue)
+        else:
+            result = await producer.send(messages[0], queue=queue)
+        return result.queue, result.queue_offset + len(messages)
 
-        async def send() -> tuple[MessageQueue, int]:
-            if self._producer is None:
-                self._producer = Producer("pocketmq-spark-writer", namesrv=self.namesrv)
-                await self._producer.start()
-            if len(messages) > 1:
-                result = await self._producer.send_batch(messages, queue=queue)
-            else:
-                result = await self._producer.send(messages[0], queue=queue)
-            return result.queue, result.queue_offset + len(messages)
-
-        return self.run(send())
+    async def _started_producer(self) -> Producer:
+        # Sends start side by side: the first creates the producer, all wait for its start.
+        if self._producer is None or self._producer_started is None:
+            self._producer = Producer("pocketmq-spark-writer", namesrv=self.namesrv)
+            self._producer_started = asyncio.ensure_future(self._producer.start())
+        await self._producer_started
+        return self._producer

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -14,6 +16,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pocketmq.client.admin import AdminError
 from pocketmq.client.message import MessageQueue
 from pocketmq.spark.cluster import Cluster, QueueBounds
 from pocketmq.spark.offsets import (
@@ -25,9 +28,12 @@ from pocketmq.spark.offsets import (
     resolve,
 )
 from pocketmq.spark.options import ReadOptions
-from pocketmq.spark.rows import to_record_batch
+from pocketmq.spark.records import to_record_batch
+
+log = logging.getLogger(__name__)
 
 ARROW_ROWS = 4096
+READ_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -56,22 +62,35 @@ def split(start: dict[str, int], end: dict[str, int], max_rows: int) -> list[Inp
 
 
 def read_range(options: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The partition's messages in batches of `ARROW_ROWS`; the next batch's pulls are in
+    flight while this one is decoded."""
     cluster = Cluster.of(options.namesrv)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
-    for first in range(part.start, part.end, ARROW_ROWS):
-        messages = cluster.read(
-            queue,
-            first,
-            min(part.end, first + ARROW_ROWS),
-            fail_on_data_loss=options.fail_on_data_loss,
-        )
-        if messages:
-            yield to_record_batch(messages, queue)
+    spans = [
+        (low, min(part.end, low + ARROW_ROWS)) for low in range(part.start, part.end, ARROW_ROWS)
+    ]
+
+    def submit(span: tuple[int, int]) -> Future[list[bytes]]:
+        return cluster.submit_read(queue, *span, fail_on_data_loss=options.fail_on_data_loss)
+
+    ahead = submit(spans[0]) if spans else None
+    for index, span in enumerate(spans):
+        assert ahead is not None
+        pulls = ahead.result(READ_TIMEOUT_S)
+        ahead = submit(spans[index + 1]) if index + 1 < len(spans) else None
+        batch = to_record_batch(pulls, queue, *span)
+        if batch.num_rows:
+            yield batch
 
 
 def _bounds(options: ReadOptions) -> list[QueueBounds]:
+    """The queues of the subscribed topics with their bounds; cheap enough for `latestOffset`
+    (routes and the pattern's topic list are cached by `Cluster`)."""
     cluster = Cluster.of(options.namesrv)
-    return cluster.bounds(cluster.topics(options.topics, options.topic_pattern))
+    return cluster.bounds(
+        cluster.topics(options.topics, options.topic_pattern),
+        skip_missing=options.topic_pattern is not None,
+    )
 
 
 def _resolve(
@@ -106,12 +125,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets live in Spark's checkpoint; this object only answers what the latest are.
 
     Spark keeps one instance of this class per query for offsets and builds others for the
-    tasks: those see the options and the partition only."""
+    tasks: those see the options and the partition only.
+
+    `latestOffset` runs 50 to 90 times a second on an idle query: it costs one stats request
+    per broker and topic (see `Cluster.bounds`) and nothing else unless its `start` moved."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] = {}
+        self._reported: dict[str, int] | None = None
 
     def initialOffset(self) -> dict[str, int]:
         # Queues a JSON start does not name begin at the latest, as Kafka's source does.
@@ -127,9 +150,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._current()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        # Spark plans a batch only once the one before it is in the sink and in its commit log,
+        # so everything before `start` is done; its own commit(end) comes a batch later.
+        self._report_progress(start)
         latest = self._current()
         if self._target is not None:
-            latest = {k: min(v, self._target.get(k, v)) for k, v in latest.items()}
+            # AvailableNow reads what was there when it started: a queue that appeared since
+            # waits for the next run, or a producer writing into it would keep the run going.
+            latest = {k: min(v, self._target.get(k, start.get(k, 0))) for k, v in latest.items()}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return admit(start, latest, max_rows)
 
@@ -146,13 +174,24 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.options, partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Spark finished the batches up to `end`: report it as the consumer group's progress
-        (advisory: the checkpoint is what a restart reads)."""
+        """Spark finished the batches up to `end` (reported already by `latestOffset`, which
+        Spark calls first with `end` as its start)."""
+        self._report_progress(end)
+
+    def _report_progress(self, done: dict[str, int]) -> None:
+        """Commits `done` as the consumerGroup's offsets, once per position. Advisory, for
+        `consumerProgress` and lag monitors: a restart reads Spark's checkpoint, so a failed
+        commit only logs (and is tried again at the next position)."""
         group = self.options.consumer_group
-        if group:
+        if not group or done == self._reported:
+            return
+        self._reported = dict(done)
+        try:
             Cluster.of(self.options.namesrv).commit_offsets(
-                group, {parse_queue_key(key): offset for key, offset in end.items()}
+                group, {parse_queue_key(key): offset for key, offset in done.items()}
             )
+        except (AdminError, RuntimeError) as exc:
+            log.warning("consumerGroup %s: progress not committed: %s", group, exc)
 
     def stop(self) -> None:
         pass

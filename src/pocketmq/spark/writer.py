@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -36,6 +38,9 @@ PAUSE_AFTER_COMMIT = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_COMMIT"
 """Fault tests only: `<batchId>:<file>` makes the sink, once it committed that batch, create the
 file and wait, so the test can kill the driver before Spark records the batch."""
 CHUNK_BYTES = 1 << 20
+IN_FLIGHT = 8
+"""Batch sends a task keeps in flight: the broker stores one while the next travels."""
+SEND_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -45,9 +50,44 @@ class Sent(WriterCommitMessage):
     """Queue key -> the offset after what this task stored there."""
 
 
-def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, object]]:
+def _messages(batches: Iterator[pa.RecordBatch], topic: str | None) -> Iterator[Message]:
     for batch in batches:
-        yield from batch.to_pylist()
+        yield from to_messages(batch, topic)
+
+
+class _Sender:
+    """Keeps up to `window` batch sends in flight and adds up what was stored where."""
+
+    def __init__(self, cluster: Cluster, topic: str | None, window: int) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.window = window
+        self.sent = Sent()
+        self._flying: deque[tuple[int, Future[tuple[MessageQueue, int]]]] = deque()
+
+    def send(self, messages: list[Message], queue: MessageQueue | None = None) -> None:
+        self._flying.append((len(messages), self.cluster.submit_send(messages, queue)))
+        if len(self._flying) >= self.window:
+            self._land_one()
+
+    def finish(self) -> Sent:
+        while self._flying:
+            self._land_one()
+        return self.sent
+
+    def _land_one(self) -> None:
+        rows, flying = self._flying.popleft()
+        try:
+            stored, end = flying.result(SEND_TIMEOUT_S)
+        except Exception as exc:  # the task fails; Spark reports this message
+            raise RuntimeError(
+                f"pocketmq sink: sending {rows} rows to {self.topic or 'their topics'} failed: "
+                f"{exc}. Check that the topic exists and the broker accepts writes "
+                "(pocketmq admin topicRoute -t TOPIC)"
+            ) from exc
+        key = queue_key(stored)
+        self.sent.rows += rows
+        self.sent.ends[key] = max(end, self.sent.ends.get(key, 0))
 
 
 def _chunks(messages: Iterator[Message], rows: int) -> Iterator[list[Message]]:
@@ -77,14 +117,11 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
-        cluster = Cluster.of(self.options.namesrv)
-        sent = Sent()
-        messages = to_messages(_rows(iterator), self.options.topic, {})
-        for chunk in _chunks(messages, self.options.batch_rows):
+        sender = _Sender(Cluster.of(self.options.namesrv), self.options.topic, IN_FLIGHT)
+        for chunk in _chunks(_messages(iterator, self.options.topic), self.options.batch_rows):
             for batch in _by_topic(chunk).values():
-                cluster.send(batch)
-                sent.rows += len(batch)
-        return sent
+                sender.send(batch)
+        return sender.finish()
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -96,6 +133,22 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.topic: str = options.topic
         self.sink_id: str = options.sink_id
+        self._anchor()
+
+    def _anchor(self) -> None:
+        """Records where this sink begins in each queue it has no position for yet.
+
+        Spark builds the writer when it plans a micro-batch, before any task of it runs, so
+        nothing of this sink lies before these offsets: the scan for chunks a crashed run sent
+        starts here instead of at the beginning of the topic."""
+        cluster = Cluster.of(self.options.namesrv)
+        fresh = {
+            b.queue: b.max_offset
+            for b in cluster.bounds([self.topic])
+            if cluster.consumer_offset(self._positions_group, b.queue) is None
+        }
+        if fresh:
+            cluster.commit_offsets(self._positions_group, fresh)
 
     @property
     def _positions_group(self) -> str:
@@ -120,8 +173,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         queue = queues[partition % len(queues)]
         tag = f"{self.sink_id}/{batch_id}/{partition}/"
         present = self._chunks_present(cluster, queue, tag)
-        sent = Sent()
-        messages = to_messages(_rows(iterator), self.topic, {})
+        sender = _Sender(cluster, self.topic, IN_FLIGHT)
+        messages = _messages(iterator, self.topic)
         for number, chunk in enumerate(_chunks(messages, self.options.batch_rows)):
             if number in present:
                 continue
@@ -132,10 +185,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
                         f"the streaming sink writes to its topic option ({self.topic}); a row "
                         f"asks for {message.topic}"
                     )
-            stored, end = cluster.send(chunk, queue)
-            sent.rows += len(chunk)
-            sent.ends[queue_key(stored)] = max(end, sent.ends.get(queue_key(stored), 0))
-        return sent
+            sender.send(chunk, queue)
+        return sender.finish()
 
     def _chunks_present(self, cluster: Cluster, queue: MessageQueue, tag: str) -> set[int]:
         """Chunks of this task's batch already in `queue` (a run before a crash sent them)."""

@@ -56,6 +56,12 @@ class MessageStoreConfig:
     warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
     # A pull reading further behind the head than this share of memory is pointed at a slave.
     access_message_in_memory_max_ratio: int = key("accessMessageInMemoryMaxRatio", 40)
+    # What one pull carries at most, whatever the client asks (bulk readers such as the Spark
+    # connector read faster with more per pull).
+    max_transfer_count_on_message_in_memory: int = key("maxTransferCountOnMessageInMemory", 32)
+    max_transfer_bytes_on_message_in_memory: int = key(
+        "maxTransferBytesOnMessageInMemory", 256 * 1024
+    )
     # Master/Slave replication (`broker/ha`). haListenPort -1: listenPort + 1.
     ha_listen_port: int = key("haListenPort", -1)
     ha_master_address: str = key("haMasterAddress", "")

@@ -1,0 +1,227 @@
+"""Rows per second through the `pocketmq` PySpark data source, in a local[2] session with the
+broker on the same machine.
+
+Starts `pocketmq up` (ASYNC_FLUSH) on free loopback ports with data in a temporary directory,
+loads `--rows` messages of `--size` bytes into a topic of `--queues` queues, then, after one
+warm-up query (the first query of a session starts Python workers):
+
+1. batch read: `spark.read.format("pocketmq")` into `sum(length(body))`;
+2. streaming read: `Trigger.AvailableNow` from the earliest offsets into a Parquet sink;
+3. batch write: a DataFrame of `--rows` bodies written with `df.write.format("pocketmq")`;
+4. streaming write: the loaded topic streamed into another through the idempotent sink.
+
+`python benchmarks/spark_bench.py [--rows N] [--size BYTES] [--queues N] [--rounds N] [--json]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from pocketmq.client.admin import AdminClient, TopicSettings  # noqa: E402
+from pocketmq.client.aio import Message, Producer  # noqa: E402
+from pocketmq.testing import start_server_process  # noqa: E402
+
+
+async def create_topics(namesrv: str, topics: list[str], queues: int) -> None:
+    async with AdminClient([namesrv]) as admin:
+        for topic in topics:
+            await admin.create_topic(
+                TopicSettings(topic, read_queue_nums=queues, write_queue_nums=queues),
+                cluster="DefaultCluster",
+            )
+            await admin.wait_for_route(topic, timeout_s=10)
+
+
+async def load(namesrv: str, topic: str, rows: int, size: int) -> float:
+    """Sends `rows` messages in batches of 64, 16 batches in flight; returns the seconds."""
+    started = time.perf_counter()
+    async with Producer("spark-bench-loader", namesrv=namesrv) as producer:
+        window = asyncio.Semaphore(16)
+
+        async def send(first: int, count: int) -> None:
+            async with window:
+                batch = [
+                    Message(topic, f"{n:012d}".encode().ljust(size, b"x"), keys=f"k{n}")
+                    for n in range(first, first + count)
+                ]
+                await producer.send_batch(batch)
+
+        await asyncio.gather(*(send(f, min(64, rows - f)) for f in range(0, rows, 64)))
+    return time.perf_counter() - started
+
+
+def session() -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pocketmq-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.adaptive.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(run: Callable[[], int]) -> tuple[float, int]:
+    started = time.perf_counter()
+    rows = run()
+    return time.perf_counter() - started, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=400_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--bulk-pulls",
+        action="store_true",
+        help="let one pull carry up to 4,096 messages / 4 MiB (maxTransferCountOnMessageInMemory, "
+        "maxTransferBytesOnMessageInMemory) instead of RocketMQ's 32 / 256 KiB",
+    )
+    parser.add_argument("--only", help="run these paths only, e.g. 'batch read,batch write'")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pocketmq-spark-bench-") as tmp:
+        work = Path(tmp)
+        properties = work / "broker.properties"
+        properties.write_text(
+            "maxTransferCountOnMessageInMemory=4096\nmaxTransferBytesOnMessageInMemory=4194304\n"
+            if args.bulk_pulls
+            else ""
+        )
+        server = start_server_process(
+            [
+                *("up", "--namesrv-port", "0", "--broker-port", "0"),
+                *("--data-dir", str(work / "d"), "-c", str(properties)),
+            ],
+            work / "up.log",
+        )
+        try:
+            figures = run(server.address, work, args)
+        finally:
+            server.stop()
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"\n{args.rows:,} rows of {args.size} B, {args.queues} queues, local[2]")
+    print("| path | rows/s (median) | min-max | MiB/s |")
+    print("|---|---:|---:|---:|")
+    for name, rates in figures["rates"].items():
+        if not rates:
+            continue
+        median = statistics.median(rates)
+        print(
+            f"| {name} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} "
+            f"| {median * args.size / 2**20:,.0f} |"
+        )
+
+
+def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]:
+    topic, written, copied = "SparkBench", "SparkBenchWritten", "SparkBenchCopied"
+    asyncio.run(create_topics(namesrv, [topic, written, copied], args.queues))
+    seconds = asyncio.run(load(namesrv, topic, args.rows, args.size))
+    print(f"loaded {args.rows:,} messages in {seconds:.1f} s", file=sys.stderr)
+    spark = session()
+    source = spark.read.format("pocketmq").option("namesrv", namesrv).option("topic", topic)
+    source.load().limit(10).collect()  # warm-up: Python workers, imports, connections
+
+    def batch_read(_round: int) -> int:
+        row = source.load().selectExpr("count(*) AS n", "sum(length(body)) AS b").collect()[0]
+        return int(row.n)
+
+    def stream_to_parquet(round_no: int) -> int:
+        query = (
+            spark.readStream.format("pocketmq")
+            .option("namesrv", namesrv)
+            .option("topic", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(work / f"parquet-{round_no}"))
+            .option("checkpointLocation", str(work / f"checkpoint-parquet-{round_no}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    def batch_write(_round: int) -> int:
+        frame = spark.range(args.rows).selectExpr(
+            f"cast(rpad(cast(id AS string), {args.size}, 'x') AS binary) AS body",
+            "cast(id AS string) AS keys",
+        )
+        frame.write.format("pocketmq").option("namesrv", namesrv).option("topic", written).mode(
+            "append"
+        ).save()
+        return args.rows
+
+    def stream_write(round_no: int) -> int:
+        query = (
+            spark.readStream.format("pocketmq")
+            .option("namesrv", namesrv)
+            .option("topic", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("body", "keys")
+            .writeStream.format("pocketmq")
+            .option("namesrv", namesrv)
+            .option("topic", copied)
+            .option("checkpointLocation", str(work / f"checkpoint-sink-{round_no}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    rates: dict[str, list[float]] = {
+        "batch read": [],
+        "streaming read into Parquet": [],
+        "batch write": [],
+        "streaming write (idempotent sink)": [],
+    }
+    wanted = set(args.only.split(",")) if args.only else set(rates)
+    for round_no in range(args.rounds):
+        for name, step in zip(
+            rates,
+            (
+                batch_read,
+                stream_to_parquet,
+                batch_write,
+                stream_write,
+            ),
+            strict=True,
+        ):
+            if name not in wanted:
+                continue
+            elapsed, rows = timed(lambda: step(round_no))  # noqa: B023 (called at once)
+            if rows != args.rows:
+                raise RuntimeError(f"{name}: {rows} rows, expected {args.rows}")
+            rates[name].append(rows / elapsed)
+            print(f"round {round_no + 1} {name}: {rows / elapsed:,.0f} rows/s", file=sys.stderr)
+    spark.stop()
+    return {"rows": args.rows, "size": args.size, "queues": args.queues, "rates": rates}
+
+
+if __name__ == "__main__":
+    main()
