@@ -67,12 +67,18 @@ def parse_spec(option: str, value: str | None, default: str) -> StartSpec:
             raise OptionError(f"{option}: {topic!r} must map 'broker:queueId' to an offset")
         for name, offset in queues.items():
             broker, sep, queue_id = str(name).rpartition(":")
-            if not sep or not queue_id.isdigit() or not isinstance(offset, int):
+            if not sep or not queue_id.isdigit() or not _is_offset(offset):
                 raise OptionError(
-                    f"{option}: {topic}/{name}={offset!r}: expected 'broker:queueId': offset"
+                    f"{option}: {topic}/{name}={offset!r}: expected 'broker:queueId': offset, "
+                    "the offset -2 (earliest), -1 (latest) or >= 0"
                 )
             per_queue[f"{topic}/{broker}/{queue_id}"] = offset
     return StartSpec("json", per_queue=per_queue)
+
+
+def _is_offset(value: object) -> bool:
+    # JSON true/false decode to bool, a subclass of int: `true` is no offset.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= EARLIEST
 
 
 def resolve(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -61,6 +62,13 @@ class ReadOptions:
         pattern = _text(options, "topicPattern")
         if bool(topics) == bool(pattern):
             raise OptionError("give exactly one of topic (a name or a comma list) and topicPattern")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise OptionError(
+                    f"topicPattern: {pattern!r} is no regular expression: {exc}"
+                ) from None
         if streaming and _text(options, "endingOffsets"):
             raise OptionError("endingOffsets: batch reads only (a stream has no end)")
         return cls(
