@@ -232,15 +232,18 @@ class Cluster:
     async def _fetch(
         self, queue: MessageQueue, start: int, end: int, fail_on_data_loss: bool
     ) -> list[bytes]:
-        address = await self._address(queue.topic, queue.broker_name)
-        return await fetch_range(
-            self._admin_client(),
-            address,
-            queue,
-            start,
-            end,
-            fail_on_data_loss=fail_on_data_loss,
-        )
+        admin = self._admin_client()
+        for attempt in range(2):
+            address = await self._address(queue.topic, queue.broker_name)
+            try:
+                return await fetch_range(
+                    admin, address, queue, start, end, fail_on_data_loss=fail_on_data_loss
+                )
+            except AdminError:
+                if attempt:
+                    raise
+                admin.forget_route(queue.topic)  # the broker may have moved: ask again, once
+        raise AssertionError("unreachable")
 
     def commit_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
         async def commit() -> None:

@@ -81,7 +81,10 @@ class ReadOptions:
                 "latest" if streaming else "earliest",
             ),
             ending=parse_spec("endingOffsets", _text(options, "endingOffsets"), "latest"),
-            max_messages_per_trigger=_int(options, "maxMessagesPerTrigger", None),
+            # Kafka's name works too: jobs moved from the Kafka source keep their rate limit.
+            max_messages_per_trigger=_int(
+                options, "maxMessagesPerTrigger", _int(options, "maxOffsetsPerTrigger", None)
+            ),
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             consumer_group=_text(options, "consumerGroup"),

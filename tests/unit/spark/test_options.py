@@ -57,6 +57,13 @@ def test_read_options_defaults_differ_for_batch_and_stream() -> None:
     assert stream.consumer_group is None
 
 
+def test_kafkas_rate_limit_name_works_and_ours_wins() -> None:
+    kafka = spark_options(namesrv=NAMESRV, topic="t", maxOffsetsPerTrigger="500")
+    assert ReadOptions.parse(kafka, streaming=True).max_messages_per_trigger == 500
+    both = {**kafka, "maxmessagespertrigger": "20"}
+    assert ReadOptions.parse(both, streaming=True).max_messages_per_trigger == 20
+
+
 def test_blank_values_count_as_absent() -> None:
     parsed = ReadOptions.parse(
         spark_options(namesrv=NAMESRV, topic="t", consumerGroup="  ", maxMessagesPerTrigger=" "),
