@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import (
 from pocketmq.client.admin import AdminError
 from pocketmq.client.message import MessageQueue
 from pocketmq.spark.cluster import Cluster, QueueBounds
+from pocketmq.spark.fetch import DataLossError
 from pocketmq.spark.offsets import (
     StartSpec,
     admit,
@@ -135,6 +136,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] = {}
         self._reported: dict[str, int] | None = None
+        self._earliest: dict[str, int] = {}
 
     def initialOffset(self) -> dict[str, int]:
         # Queues a JSON start does not name begin at the latest, as Kafka's source does.
@@ -159,7 +161,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # waits for the next run, or a producer writing into it would keep the run going.
             latest = {k: min(v, self._target.get(k, start.get(k, 0))) for k, v in latest.items()}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return admit(start, latest, max_rows)
+        return self._restarted_queues(start, admit(start, latest, max_rows))
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return self._latest or None
@@ -199,4 +201,22 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current(self) -> dict[str, int]:
         bounds = _bounds(self.options)
         self._latest = canonical({queue_key(b.queue): b.max_offset for b in bounds})
+        self._earliest = {queue_key(b.queue): b.min_offset for b in bounds}
         return self._latest
+
+    def _restarted_queues(self, start: dict[str, int], end: dict[str, int]) -> dict[str, int]:
+        """A queue that now ends before the query's position was emptied (its topic deleted and
+        created again): an error, or with failOnDataLoss=false read again from its beginning
+        (the batch ends there for that queue, the next one starts there)."""
+        behind = {k: v for k, v in self._latest.items() if v < start.get(k, 0)}
+        if not behind:
+            return end
+        named = ", ".join(f"{k} at {behind[k]} (query at {start[k]})" for k in sorted(behind))
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"queues went back: {named}. Was the topic deleted and created again? Restart "
+                "from a new checkpoint, or set failOnDataLoss=false to read them from their "
+                "beginning"
+            )
+        log.warning("queues went back, reading them from their beginning: %s", named)
+        return canonical({**end, **{k: self._earliest.get(k, 0) for k in behind}})
