@@ -173,3 +173,38 @@ def test_sink_killed_after_publishing_a_batch_publishes_it_once(
     bodies = [r.body.decode() for r in back]
     assert len(bodies) == len(set(bodies)), f"{len(bodies) - len(set(bodies))} rows published twice"
     assert sorted(bodies) == sorted(sent)
+
+
+def test_a_sink_id_reused_with_a_new_checkpoint_publishes_every_batch(
+    spark: SparkSession, cluster: ServerProcess, tmp_path: Path
+) -> None:
+    source = create_topic(cluster.address, "reuse-source")
+    target = create_topic(cluster.address, "reuse-target")
+    sent = produce(cluster.address, source, 90)
+    for run in ("first", "second"):  # a new checkpoint: Spark numbers batches from 0 again
+        query = (
+            stream(
+                spark,
+                cluster.address,
+                source,
+                startingOffsets="earliest",
+                maxMessagesPerTrigger="30",
+            )
+            .select("body")
+            .writeStream.format("pocketmq")
+            .option("namesrv", cluster.address)
+            .option("topic", target)
+            .option("sinkId", "reused")
+            .option("checkpointLocation", str(tmp_path / run))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)
+    back = (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.address)
+        .option("topic", target)
+        .load()
+        .collect()
+    )
+    assert sorted(r.body.decode() for r in back) == sorted(sent * 2), "each run publishes all"

@@ -167,8 +167,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest or None
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        # A queue that appeared after `start` was planned is read from its beginning.
-        return split(start, end, self.options.max_records_per_partition)
+        # A queue that appeared after `start` was planned is read from its first offset still
+        # stored (a topic a pattern finds may be old), as Kafka's source reads new partitions.
+        new = [key for key in end if key not in start]
+        if new and any(key not in self._earliest for key in new):
+            self._current()
+        first = {key: min(self._earliest.get(key, 0), end[key]) for key in new}
+        return split({**first, **start}, end, self.options.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRange):

@@ -3,14 +3,16 @@
 The streaming sink publishes each micro-batch once even when Spark runs it again after a crash.
 Every task sends its rows in chunks, each chunk one batch request (stored whole or not at all)
 to one queue chosen by the task's partition, each message tagged `SPARK_SINK` =
-`<sinkId>/<batchId>/<partition>/<chunk>`. Before sending, a task skips the whole batch if the
-sink already recorded it as committed, and otherwise the chunks already in its queue after the
-sink's last recorded position. The commit records the batch id first, then the new positions
-(as the consumer offsets of groups named after the sink), so a crash between the two can only
-make a later scan start earlier."""
+`<sinkId>/<query>/<batchId>/<partition>/<chunk>` (`<query>` from Spark's query id, which a
+checkpoint keeps across restarts and a new checkpoint renews). Before sending, a task skips the
+whole batch if the sink recorded it as committed for this query, and otherwise the chunks already
+in its queue after the sink's last recorded position. The commit records the batch id first,
+then the new positions (as the consumer offsets of groups named after the sink), so a crash
+between the two can only make a later scan start earlier."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections import deque
@@ -48,6 +50,8 @@ class Sent(WriterCommitMessage):
     rows: int = 0
     ends: dict[str, int] = field(default_factory=dict)
     """Queue key -> the offset after what this task stored there."""
+    query: str = ""
+    """The streaming query's short id (`_query_tag`): tasks know it, the commit does not."""
 
 
 def _messages(batches: Iterator[pa.RecordBatch], topic: str | None) -> Iterator[Message]:
@@ -154,26 +158,27 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def _positions_group(self) -> str:
         return f"spark-sink-{self.sink_id}"
 
-    @property
-    def _batches_group(self) -> str:
-        return f"spark-sink-{self.sink_id}-batches"
+    def _batches_group(self, query: str) -> str:
+        return f"spark-sink-{self.sink_id}-{query}-batches"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
         context = TaskContext.get()
         assert context is not None, "write() runs in a Spark task"
         batch_id = int(context.getLocalProperty("streaming.sql.batchId") or "0")
+        query = _query_tag(context.getLocalProperty("sql.streaming.queryId"))
         partition = context.partitionId()
         cluster = Cluster.of(self.options.namesrv)
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
         if not queues:
             raise RuntimeError(f"topic {self.topic} has no queues: create it first")
-        marker = cluster.consumer_offset(self._batches_group, queues[0]) or 0
+        marker = cluster.consumer_offset(self._batches_group(query), queues[0]) or 0
         if marker > batch_id:
-            return Sent()  # Spark runs again a batch this sink committed: published already
+            return Sent(query=query)  # Spark runs again a batch committed: published already
         queue = queues[partition % len(queues)]
-        tag = f"{self.sink_id}/{batch_id}/{partition}/"
+        tag = f"{self.sink_id}/{query}/{batch_id}/{partition}/"
         present = self._chunks_present(cluster, queue, tag)
         sender = _Sender(cluster, self.topic, IN_FLIGHT)
+        sender.sent.query = query
         messages = _messages(iterator, self.topic)
         for number, chunk in enumerate(_chunks(messages, self.options.batch_rows)):
             if number in present:
@@ -201,14 +206,19 @@ class StreamWriter(DataSourceStreamArrowWriter):
         return found
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        sent = [m for m in messages if isinstance(m, Sent)]
+        if not sent:  # no task ran: nothing was published
+            _pause_for_fault_test(batchId)
+            return
         cluster = Cluster.of(self.options.namesrv)
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
-        cluster.commit_offsets(self._batches_group, {queues[0]: batchId + 1})
+        group = self._batches_group(sent[0].query)
+        if (cluster.consumer_offset(group, queues[0]) or 0) <= batchId:  # never lowered
+            cluster.commit_offsets(group, {queues[0]: batchId + 1})
         ends: dict[str, int] = {}
-        for message in messages:
-            if isinstance(message, Sent):
-                for key, end in message.ends.items():
-                    ends[key] = max(end, ends.get(key, 0))
+        for message in sent:
+            for key, end in message.ends.items():
+                ends[key] = max(end, ends.get(key, 0))
         if ends:
             cluster.commit_offsets(
                 self._positions_group, {parse_queue_key(k): v for k, v in ends.items()}
@@ -217,6 +227,11 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Chunks already sent stay; the batch's next run finds them and does not resend."""
+
+
+def _query_tag(query_id: str | None) -> str:
+    """A short, group-name-safe form of Spark's query id."""
+    return hashlib.sha256((query_id or "").encode()).hexdigest()[:12]
 
 
 def _pause_for_fault_test(batch_id: int) -> None:

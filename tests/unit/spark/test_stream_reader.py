@@ -42,3 +42,14 @@ def test_without_fail_on_data_loss_it_is_read_again_from_its_beginning(
     assert end == {"t/broker-a/0": 0, "t/broker-a/1": 50}
     assert lenient.partitions(START, end) == [reader.QueueRange("t", "broker-a", 1, 40, 50)]
     assert lenient.latestOffset(end, ReadAllAvailable()) == {"t/broker-a/0": 10, "t/broker-a/1": 50}
+
+
+def test_a_new_queue_is_read_from_its_first_stored_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    bounds = [QueueBounds(Q0, 0, 10), QueueBounds(Q1, 30, 50)]  # queue 1 is new, retention ran
+    monkeypatch.setattr(reader, "_bounds", lambda options: bounds)
+    options = {"namesrv": "127.0.0.1:9876", "topic": "t"}
+    stream = reader.StreamReader(ReadOptions.parse(options, streaming=True))
+    start = {"t/broker-a/0": 10}
+    end = stream.latestOffset(start, ReadAllAvailable())
+    assert end == {"t/broker-a/0": 10, "t/broker-a/1": 50}
+    assert stream.partitions(start, end) == [reader.QueueRange("t", "broker-a", 1, 30, 50)]
