@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 from pocketmq.client.admin import AdminClient, TopicSettings  # noqa: E402
 from pocketmq.client.aio import Message, Producer  # noqa: E402
@@ -146,25 +147,32 @@ def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]
     source = spark.read.format("pocketmq").option("namesrv", namesrv).option("topic", topic)
     source.load().limit(10).collect()  # warm-up: Python workers, imports, connections
 
-    def batch_read(_round: int) -> int:
-        row = source.load().selectExpr("count(*) AS n", "sum(length(body)) AS b").collect()[0]
-        return int(row.n)
-
-    def stream_to_parquet(round_no: int) -> int:
-        query = (
+    def from_earliest() -> DataFrame:
+        return (
             spark.readStream.format("pocketmq")
             .option("namesrv", namesrv)
             .option("topic", topic)
             .option("startingOffsets", "earliest")
             .load()
+        )
+
+    def rows_of(query: StreamingQuery) -> int:
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    def batch_read(_round: int) -> int:
+        row = source.load().selectExpr("count(*) AS n", "sum(length(body)) AS b").collect()[0]
+        return int(row.n)
+
+    def stream_to_parquet(round_no: int) -> int:
+        return rows_of(
+            from_earliest()
             .writeStream.format("parquet")
             .option("path", str(work / f"parquet-{round_no}"))
             .option("checkpointLocation", str(work / f"checkpoint-parquet-{round_no}"))
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
-        return sum(p["numInputRows"] for p in query.recentProgress)
 
     def batch_write(_round: int) -> int:
         frame = spark.range(args.rows).selectExpr(
@@ -177,12 +185,8 @@ def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]
         return args.rows
 
     def stream_write(round_no: int) -> int:
-        query = (
-            spark.readStream.format("pocketmq")
-            .option("namesrv", namesrv)
-            .option("topic", topic)
-            .option("startingOffsets", "earliest")
-            .load()
+        return rows_of(
+            from_earliest()
             .select("body", "keys")
             .writeStream.format("pocketmq")
             .option("namesrv", namesrv)
@@ -191,8 +195,6 @@ def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
-        return sum(p["numInputRows"] for p in query.recentProgress)
 
     rates: dict[str, list[float]] = {
         "batch read": [],

@@ -18,7 +18,7 @@ from pocketmq.testing import ServerProcess, start_server_process
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
 
 _topics = itertools.count(1)
 
@@ -95,3 +95,21 @@ def produce(namesrv: str, topic: str, count: int, *, first: int = 0, size: int =
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
+
+
+def stream(spark: SparkSession, namesrv: str, topic: str, **options: str) -> DataFrame:
+    """`spark.readStream` of one topic with the given source options."""
+    return (
+        spark.readStream.format("pocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .options(**options)
+        .load()
+    )
+
+
+def read_topic(spark: SparkSession, namesrv: str, topic: str) -> list[Row]:
+    """Every message of `topic`, read back with a batch query."""
+    return (
+        spark.read.format("pocketmq").option("namesrv", namesrv).option("topic", topic).load()
+    ).collect()

@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pocketmq.testing import ServerProcess
-from tests.spark.conftest import spark_settings
+from tests.spark.conftest import read_topic, spark_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark-orders"
 T0_MS = 1_704_110_400_000  # 2024-01-01T12:00:00Z, a minute boundary
@@ -129,13 +129,7 @@ def test_the_orders_example_writes_exact_window_totals_to_parquet_and_the_topic(
     )
     assert {w.length_ms for w in windows} == {MINUTE_MS}
 
-    messages = (
-        spark.read.format("pocketmq")
-        .option("namesrv", cluster.address)
-        .option("topic", "OrderStats")
-        .load()
-        .collect()
-    )
+    messages = read_topic(spark, cluster.address, "OrderStats")
     assert sorted(m.keys for m in messages) == sorted(EXPECTED), "one message per window"
     for message in messages:
         stats = json.loads(message.body, parse_float=Decimal)

@@ -15,19 +15,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pocketmq.testing import ServerProcess
-from tests.spark.conftest import create_topic, produce
+from tests.spark.conftest import create_topic, produce, read_topic, stream
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def stream(spark: SparkSession, namesrv: str, topic: str, **options: str):  # type: ignore[no-untyped-def]
-    return (
-        spark.readStream.format("pocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", topic)
-        .options(**options)
-        .load()
-    )
 
 
 def test_stream_into_parquet_exactly_once_across_a_restart_while_producing(
@@ -116,13 +106,7 @@ def test_stream_write_round_trips_exactly_once(
         .start()
     )
     assert query.awaitTermination(120)
-    back = (
-        spark.read.format("pocketmq")
-        .option("namesrv", cluster.address)
-        .option("topic", target)
-        .load()
-        .collect()
-    )
+    back = read_topic(spark, cluster.address, target)
     assert sorted(r.body.decode() for r in back) == sorted(sent)
 
 
@@ -163,13 +147,7 @@ def test_sink_killed_after_publishing_a_batch_publishes_it_once(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    back = (
-        spark.read.format("pocketmq")
-        .option("namesrv", cluster.address)
-        .option("topic", target)
-        .load()
-        .collect()
-    )
+    back = read_topic(spark, cluster.address, target)
     bodies = [r.body.decode() for r in back]
     assert len(bodies) == len(set(bodies)), f"{len(bodies) - len(set(bodies))} rows published twice"
     assert sorted(bodies) == sorted(sent)
@@ -200,11 +178,5 @@ def test_a_sink_id_reused_with_a_new_checkpoint_publishes_every_batch(
             .start()
         )
         assert query.awaitTermination(120)
-    back = (
-        spark.read.format("pocketmq")
-        .option("namesrv", cluster.address)
-        .option("topic", target)
-        .load()
-        .collect()
-    )
+    back = read_topic(spark, cluster.address, target)
     assert sorted(r.body.decode() for r in back) == sorted(sent * 2), "each run publishes all"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -32,20 +32,10 @@ from pocketmq.spark.cluster import ROUTE_REFRESH_S, Cluster
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.reader import StreamReader
 from pocketmq.testing import ServerProcess, start_server_process
-from tests.spark.conftest import create_topic, produce
+from tests.spark.conftest import create_topic, produce, stream
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "DefaultCluster"
-
-
-def stream(spark: SparkSession, namesrv: str, topic: str, **options: str) -> DataFrame:
-    return (
-        spark.readStream.format("pocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", topic)
-        .options(**options)
-        .load()
-    )
 
 
 def wait_until(what: str, done: Callable[[], bool], timeout_s: float, query: Any = None) -> None:
