@@ -283,9 +283,15 @@ class Cluster:
         return result.queue, result.queue_offset + len(messages)
 
     async def _started_producer(self) -> Producer:
-        # Sends start side by side: the first creates the producer, all wait for its start.
-        if self._producer is None or self._producer_started is None:
+        # Sends start side by side: the first creates the producer, all wait for its start. A
+        # failed start is tried again by the next send (Spark reuses this worker for new tasks).
+        started = self._producer_started
+        if self._producer is None or started is None or _failed(started):
             self._producer = Producer("pocketmq-spark-writer", namesrv=self.namesrv)
-            self._producer_started = asyncio.ensure_future(self._producer.start())
-        await self._producer_started
+            self._producer_started = started = asyncio.ensure_future(self._producer.start())
+        await started
         return self._producer
+
+
+def _failed(future: asyncio.Future[None]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
