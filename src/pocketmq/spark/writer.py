@@ -171,7 +171,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
         if not queues:
             raise RuntimeError(f"topic {self.topic} has no queues: create it first")
-        marker = cluster.consumer_offset(self._batches_group(query), queues[0]) or 0
+        marker = _committed_batches(cluster, self._batches_group(query), queues)
         if marker > batch_id:
             return Sent(query=query)  # Spark runs again a batch committed: published already
         queue = queues[partition % len(queues)]
@@ -213,8 +213,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         cluster = Cluster.of(self.options.namesrv)
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
         group = self._batches_group(sent[0].query)
-        if (cluster.consumer_offset(group, queues[0]) or 0) <= batchId:  # never lowered
-            cluster.commit_offsets(group, {queues[0]: batchId + 1})
+        if _committed_batches(cluster, group, queues) <= batchId:  # never lowered
+            cluster.commit_offsets(group, dict.fromkeys(queues, batchId + 1))
         ends: dict[str, int] = {}
         for message in sent:
             for key, end in message.ends.items():
@@ -227,6 +227,12 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Chunks already sent stay; the batch's next run finds them and does not resend."""
+
+
+def _committed_batches(cluster: Cluster, group: str, queues: list[MessageQueue]) -> int:
+    """How many batches the sink committed: kept on every queue of the topic, so it survives a
+    broker that leaves or joins the route."""
+    return max((cluster.consumer_offset(group, queue) or 0 for queue in queues), default=0)
 
 
 def _query_tag(query_id: str | None) -> str:
