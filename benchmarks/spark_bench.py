@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
 from pocketmq.client.admin import AdminClient, TopicSettings  # noqa: E402
 from pocketmq.client.aio import Message, Producer  # noqa: E402
-from pocketmq.testing import start_server_process  # noqa: E402
+from pocketmq.testing import start_up_process  # noqa: E402
 
 
 async def create_topics(namesrv: str, topics: list[str], queues: int) -> None:
@@ -111,13 +111,7 @@ def main() -> None:
             if args.bulk_pulls
             else ""
         )
-        server = start_server_process(
-            [
-                *("up", "--namesrv-port", "0", "--broker-port", "0"),
-                *("--data-dir", str(work / "d"), "-c", str(properties)),
-            ],
-            work / "up.log",
-        )
+        server = start_up_process(work / "d", work / "up.log", "-c", str(properties))
         try:
             figures = run(server.address, work, args)
         finally:

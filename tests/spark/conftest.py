@@ -7,14 +7,16 @@ import asyncio
 import itertools
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pocketmq.client import Message, Producer
 from pocketmq.client.admin import AdminClient, TopicSettings
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
@@ -35,15 +37,21 @@ def spark_settings() -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def local_session(app_name: str) -> SparkSession:
+    """A quiet local[2] session whose Python workers run this interpreter, on loopback."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master("local[2]").appName("pocketmq-tests")
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in spark_settings().items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = local_session("pocketmq-tests")
     yield session
     session.stop()
 
@@ -51,10 +59,7 @@ def spark() -> Iterator[SparkSession]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     work = tmp_path_factory.mktemp("pocketmq-up")
-    server = start_server_process(
-        ["up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(work / "data")],
-        work / "up.log",
-    )
+    server = start_up_process(work / "data", work / "up.log")
     try:
         yield server
     finally:
@@ -97,6 +102,17 @@ def checkpoint(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
 
 
+def wait_until(what: str, done: Callable[[], bool], timeout_s: float, query: Any = None) -> None:
+    """Polls `done` every 0.2 s until it holds; fails after `timeout_s`, or at once when the
+    streaming `query` given failed."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if query is not None:
+            assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.2)
+
+
 def stream(spark: SparkSession, namesrv: str, topic: str, **options: str) -> DataFrame:
     """`spark.readStream` of one topic with the given source options."""
     return (
@@ -106,6 +122,23 @@ def stream(spark: SparkSession, namesrv: str, topic: str, **options: str) -> Dat
         .options(**options)
         .load()
     )
+
+
+def publish_once(
+    frame: DataFrame, namesrv: str, topic: str, checkpoint: Path, **options: str
+) -> None:
+    """Streams `frame` into `topic` through the pocketmq sink with AvailableNow and waits for
+    the run to end."""
+    query = (
+        frame.writeStream.format("pocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("checkpointLocation", str(checkpoint))
+        .options(**options)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), f"the run into {topic} did not end within 120 s"
 
 
 def read_topic(spark: SparkSession, namesrv: str, topic: str) -> list[Row]:

@@ -15,7 +15,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pocketmq.testing import ServerProcess
-from tests.spark.conftest import create_topic, produce, read_topic, stream
+from tests.spark.conftest import (
+    create_topic,
+    produce,
+    publish_once,
+    read_topic,
+    stream,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,11 +55,9 @@ def test_stream_into_parquet_exactly_once_across_a_restart_while_producing(
         )
 
     first = start().trigger(processingTime="200 milliseconds").start()
-    deadline = time.monotonic() + 120
-    while (first.lastProgress or {}).get("batchId", -1) < 2:  # a few batches in
-        assert first.exception() is None, first.exception()
-        assert time.monotonic() < deadline, f"no progress: {first.status}"
-        time.sleep(0.2)
+    wait_until(
+        "a few batches in", lambda: (first.lastProgress or {}).get("batchId", -1) >= 2, 120, first
+    )
     first.stop()
     producing.join(120)
     assert not producing.is_alive()
@@ -93,19 +98,12 @@ def test_stream_write_round_trips_exactly_once(
     source = create_topic(cluster.address, "sink-source")
     target = create_topic(cluster.address, "sink-target")
     sent = produce(cluster.address, source, 1500)
-    query = (
-        stream(
-            spark, cluster.address, source, startingOffsets="earliest", maxMessagesPerTrigger="400"
-        )
-        .select("body", "keys", "tags")
-        .writeStream.format("pocketmq")
-        .option("namesrv", cluster.address)
-        .option("topic", target)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    frame = stream(
+        spark, cluster.address, source, startingOffsets="earliest", maxMessagesPerTrigger="400"
     )
-    assert query.awaitTermination(120)
+    publish_once(
+        frame.select("body", "keys", "tags"), cluster.address, target, tmp_path / "checkpoint"
+    )
     back = read_topic(spark, cluster.address, target)
     assert sorted(r.body.decode() for r in back) == sorted(sent)
 
@@ -160,23 +158,9 @@ def test_a_sink_id_reused_with_a_new_checkpoint_publishes_every_batch(
     target = create_topic(cluster.address, "reuse-target")
     sent = produce(cluster.address, source, 90)
     for run in ("first", "second"):  # a new checkpoint: Spark numbers batches from 0 again
-        query = (
-            stream(
-                spark,
-                cluster.address,
-                source,
-                startingOffsets="earliest",
-                maxMessagesPerTrigger="30",
-            )
-            .select("body")
-            .writeStream.format("pocketmq")
-            .option("namesrv", cluster.address)
-            .option("topic", target)
-            .option("sinkId", "reused")
-            .option("checkpointLocation", str(tmp_path / run))
-            .trigger(availableNow=True)
-            .start()
+        frame = stream(
+            spark, cluster.address, source, startingOffsets="earliest", maxMessagesPerTrigger="30"
         )
-        assert query.awaitTermination(120)
+        publish_once(frame.select("body"), cluster.address, target, tmp_path / run, sinkId="reused")
     back = read_topic(spark, cluster.address, target)
     assert sorted(r.body.decode() for r in back) == sorted(sent * 2), "each run publishes all"

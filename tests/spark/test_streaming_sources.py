@@ -10,11 +10,9 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -31,20 +29,11 @@ from pocketmq.runtime.clock import ManualClock
 from pocketmq.spark.cluster import ROUTE_REFRESH_S, Cluster
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.reader import StreamReader
-from pocketmq.testing import ServerProcess, start_server_process
-from tests.spark.conftest import create_topic, produce, stream
+from pocketmq.testing import ServerProcess, start_up_process
+from tests.spark.conftest import create_topic, produce, stream, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "DefaultCluster"
-
-
-def wait_until(what: str, done: Callable[[], bool], timeout_s: float, query: Any = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if query is not None:
-            assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.2)
 
 
 def set_queues(namesrv: str, topic: str, queues: int) -> None:
@@ -197,21 +186,7 @@ def short_retention(tmp_path: Path) -> Iterator[ServerProcess]:
     current one), and with them the queue entries pointing there."""
     config = tmp_path / "broker.properties"
     config.write_text("".join(f"{key}={value}\n" for key, value in RETENTION.items()))
-    data = tmp_path / "data"
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--data-dir",
-            str(data),
-            "-c",
-            str(config),
-        ],
-        tmp_path / "up.log",
-    )
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         yield server
     finally:

@@ -11,6 +11,7 @@ import struct
 import zlib
 from pathlib import Path
 
+from pocketmq.common.durable import fsync_directory
 from pocketmq.raft.messages import Entry, EntryKind, HardState, Snapshot
 from pocketmq.raft.storage import Restored
 
@@ -177,7 +178,7 @@ class DiskStorage:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self.directory)
+        fsync_directory(self.directory)
         holds = self._term_at(snapshot.index) == snapshot.term
         self._snapshot = snapshot
         if holds:
@@ -272,7 +273,7 @@ class DiskStorage:
         self._active = first
         if first not in self._segments:
             self._segments.append(first)
-            _fsync_dir(self._segments_dir)
+            fsync_directory(self._segments_dir)
 
     def _file_size(self) -> int:
         assert self._file is not None
@@ -315,11 +316,3 @@ def _decode(raw: bytes, offset: int) -> tuple[Entry | None, int]:
     if crc != _crc(raw[offset + 4 : offset + _RECORD.size], data):
         return None, 0
     return Entry(term, index, data, EntryKind(kind)), end - offset
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

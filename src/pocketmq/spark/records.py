@@ -136,8 +136,7 @@ def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
         body_pos = pos + _FIXED_V4_SIZE
         topic_pos = body_pos + body_len
         if sys_flag & _V6 or magic != MESSAGE_MAGIC_CODE_V1 or record_end > limit:
-            _decode_general(columns, buf, pos, start, end)
-            pos += parse_layout(buf, pos).size
+            pos += _decode_general(columns, buf, pos, start, end)
             continue
         if not start <= queue_offset < end:
             pos = record_end
@@ -161,13 +160,13 @@ def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
         pos = record_end
 
 
-def _decode_general(columns: _Columns, buf: bytes, pos: int, start: int, end: int) -> None:
+def _decode_general(columns: _Columns, buf: bytes, pos: int, start: int, end: int) -> int:
     """Any valid record (IPv6 hosts, topic length in two bytes): slower, checked field by
-    field."""
+    field. Returns the record's size."""
     layout = parse_layout(buf, pos)
     (_, _, _, _, _, queue_offset, physical, sys_flag, born) = _HEAD.unpack_from(buf, pos)
     if not start <= queue_offset < end:
-        return
+        return layout.size
     p = pos + _HEAD.size + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
     stored = _LONG.unpack_from(buf, p)[0]
     store_v6 = bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)
@@ -185,6 +184,7 @@ def _decode_general(columns: _Columns, buf: bytes, pos: int, start: int, end: in
     columns.born.append(born * 1000)
     columns.stored.append(stored * 1000)
     columns.reconsumes.append(reconsumes)
+    return layout.size
 
 
 def _inflate(body: bytes, sys_flag: int, queue_offset: int) -> bytes:

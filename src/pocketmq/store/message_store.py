@@ -24,6 +24,7 @@ from pocketmq.common.constants import (
     PROPERTY_KEYS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
+from pocketmq.common.durable import fsync_directory
 from pocketmq.common.stored_message import (
     HostAddress,
     MessageDecodeError,
@@ -158,7 +159,7 @@ class MessageStore:
             self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
             queue.delete_expired(self.commit_log.min_offset)
         self._abort_path.touch()
-        self._fsync_dir(self.root)
+        fsync_directory(self.root)
         self._loaded = True
         self.last_recovery = result
         log.info(
@@ -238,7 +239,7 @@ class MessageStore:
         await loop.run_in_executor(self._flush_executor, self._flush_all)
         self.close()
         self._abort_path.unlink(missing_ok=True)
-        self._fsync_dir(self.root)
+        fsync_directory(self.root)
         log.info("store at %s stopped cleanly", self.root)
 
     def close(self) -> None:
@@ -270,14 +271,6 @@ class MessageStore:
             checkpoint.logics_msg_timestamp = logics_timestamp
             checkpoint.index_msg_timestamp = logics_timestamp
         checkpoint.flush()
-
-    @staticmethod
-    def _fsync_dir(directory: Path) -> None:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # -- retention -------------------------------------------------------------------------
     def clean_expired_files(self) -> CleanResult | None:

@@ -32,6 +32,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pocketmq.common.durable import fsync_directory
+
 logger = logging.getLogger(__name__)
 
 
@@ -112,11 +114,11 @@ class JsonFile:
             _write_durably(self.temp_path, content)
             aside = self._main_may_be_good and self._set_main_aside()
             os.replace(self.temp_path, self.path)
-            _fsync_directory(self.path.parent)
+            fsync_directory(self.path.parent)
             self._main_may_be_good = True
             if aside:
                 os.replace(self._aside_path, self.backup_path)
-                _fsync_directory(self.path.parent)
+                fsync_directory(self.path.parent)
 
     def _set_main_aside(self) -> bool:
         """Hard-links (or copies) the current main file to the aside path; False if none."""
@@ -161,17 +163,6 @@ def _write_durably(path: Path, content: bytes) -> None:
         file.write(content)
         file.flush()
         os.fsync(file.fileno())
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Makes renames in `directory` durable (POSIX; Windows cannot open a directory)."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 class BrokerMetadataFiles:

@@ -1,7 +1,12 @@
 """Real pocketmq servers for tests: in-process or subprocess clusters on free loopback ports."""
 
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
-from pocketmq.testing.processes import ServerProcess, free_port_pair, start_server_process
+from pocketmq.testing.processes import (
+    ServerProcess,
+    free_port_pair,
+    start_server_process,
+    start_up_process,
+)
 
 __all__ = [
     "InProcessCluster",
@@ -9,4 +14,5 @@ __all__ = [
     "free_port_pair",
     "start_cluster",
     "start_server_process",
+    "start_up_process",
 ]

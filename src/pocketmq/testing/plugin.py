@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
-from pocketmq.testing.processes import ServerProcess, start_server_process
+from pocketmq.testing.processes import ServerProcess, start_up_process
 
 
 @pytest.fixture
@@ -35,18 +35,7 @@ def pocketmq_cluster(tmp_path: Path) -> Iterator[InProcessCluster]:
 @pytest.fixture
 def pocketmq_process_cluster(tmp_path: Path) -> Iterator[ServerProcess]:
     """`pocketmq up` as a subprocess on free ports; `.address` is the NameServer's."""
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "pocketmq-up"),
-        ],
-        tmp_path / "pocketmq-up.log",
-    )
+    server = start_up_process(tmp_path / "pocketmq-up", tmp_path / "pocketmq-up.log")
     try:
         yield server
     finally:

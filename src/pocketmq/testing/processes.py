@@ -118,3 +118,19 @@ def free_port_pair() -> int:
                 continue
         return port
     raise RuntimeError("no two adjacent free ports on 127.0.0.1")
+
+
+def start_up_process(
+    data_dir: Path, log_path: Path, *extra_args: str, timeout_s: float = 30.0
+) -> ServerProcess:
+    """`pocketmq up` (a NameServer and a broker) on free loopback ports with its data in
+    `data_dir`; `extra_args` go after, e.g. `-c broker.properties`. `.address` is the
+    NameServer's."""
+    return start_server_process(
+        [
+            *("up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(data_dir)),
+            *extra_args,
+        ],
+        log_path,
+        timeout_s=timeout_s,
+    )

@@ -4,22 +4,14 @@ killed by the test while the sink waits after committing a batch."""
 
 from __future__ import annotations
 
-import os
 import sys
 
-from pyspark.sql import SparkSession
-from tests.spark.conftest import spark_settings
+from tests.spark.conftest import local_session
 
 
 def main() -> None:
     namesrv, source, target, checkpoint = sys.argv[1:5]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master("local[2]").appName("sink-fault")
-    for key, value in spark_settings().items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("sink-fault")
     stream = (
         spark.readStream.format("pocketmq")
         .option("namesrv", namesrv)

@@ -405,8 +405,11 @@ class Producer:
         await self.instance.send_heartbeats()
         return self.instance.routes.publish[topic]
 
-    async def _master_address(self, broker_name: str) -> str:
+    async def _master_address(self, broker_name: str, topic: str | None = None) -> str:
         address = self.instance.routes.master_address(broker_name)
+        if address is None and topic is not None:  # a broker of a route not fetched yet
+            await self.instance.fetch_route(topic)
+            address = self.instance.routes.master_address(broker_name)
         if address is None:
             raise ConnectionFailedError(
                 f"broker {broker_name} has no master: it may be down or not registered"
@@ -459,9 +462,7 @@ class Producer:
     async def _send_to_queue(
         self, prepared: PreparedSend, queue: MessageQueue, timeout_s: float
     ) -> SendResult:
-        if self.instance.routes.master_address(queue.broker_name) is None:
-            await self.instance.fetch_route(queue.topic)  # a queue chosen by the caller
-        address = await self._master_address(queue.broker_name)
+        address = await self._master_address(queue.broker_name, queue.topic)
         header = prepared.header(
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
         )
