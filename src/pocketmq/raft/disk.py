@@ -1,19 +1,23 @@
 """A node's Raft state on disk: log segments with a CRC per entry, the hard state in two
 alternating checksummed slots, and the latest snapshot. Recovery keeps the longest valid prefix
-of the log and stops at the first bad entry."""
+of the log and stops at the first bad entry.
+
+Files go through a `FileSystem`, so a simulated disk can lose power under them. What `sync`
+returns from is durable: the log entries appended so far (a segment that fills up is synced
+before the next one starts), the hard state when its term or vote moved, every segment created
+or deleted (its directory is synced), and the snapshot.
+"""
 
 from __future__ import annotations
 
-import io
 import logging
-import os
 import struct
 import zlib
 from pathlib import Path
 
-from pocketmq.common.durable import fsync_directory
 from pocketmq.raft.messages import Entry, EntryKind, HardState, Snapshot
 from pocketmq.raft.storage import Restored
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileHandle, FileSystem, write_file_durably
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +37,17 @@ def _crc(*parts: bytes) -> int:
 class DiskStorage:
     """Implements `LogStorage` in a directory of its own."""
 
-    def __init__(self, directory: Path, *, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = SEGMENT_BYTES,
+        fs: FileSystem = OS_FILE_SYSTEM,
+    ) -> None:
         self.directory = directory
+        self._fs = fs
         self._segments_dir = directory / "log"
-        self._segments_dir.mkdir(parents=True, exist_ok=True)
+        fs.make_dirs(self._segments_dir)
         self._segment_bytes = segment_bytes
         self._state_path = directory / "hardstate"
         self._generation = 0
@@ -50,7 +61,9 @@ class DiskStorage:
         self._segments: list[int] = []
         """First index of each segment file, in order."""
         self._active: int | None = None  # the segment being appended to, its file open
-        self._file: io.BufferedWriter | None = None
+        self._file: FileHandle | None = None
+        self._file_bytes = 0  # the active segment's length, pending bytes included
+        self._pending = bytearray()  # appended to the active segment, not yet written
 
     # -- recovery ----------------------------------------------------------------------------
     def load(self) -> Restored:
@@ -72,7 +85,7 @@ class DiskStorage:
 
     def _load_state(self) -> HardState:
         try:
-            raw = self._state_path.read_bytes()
+            raw = self._fs.read_bytes(self._state_path)
         except FileNotFoundError:
             return HardState()
         best: tuple[int, HardState] | None = None
@@ -93,7 +106,7 @@ class DiskStorage:
     def _load_snapshot(self) -> Snapshot:
         path = self.directory / "snapshot"
         try:
-            raw = path.read_bytes()
+            raw = self._fs.read_bytes(path)
         except FileNotFoundError:
             return Snapshot()
         index, term, crc = _SNAPSHOT.unpack_from(raw)
@@ -103,7 +116,11 @@ class DiskStorage:
         return Snapshot(index, term, data)
 
     def _load_segments(self) -> list[Entry]:
-        names = sorted(self._segments_dir.glob("*.seg"))
+        names = [
+            self._segments_dir / name
+            for name in self._fs.list_dir(self._segments_dir)
+            if name.endswith(".seg")
+        ]
         entries: list[Entry] = []
         self._segments, self._locations = [], []
         for number, path in enumerate(names):
@@ -114,7 +131,7 @@ class DiskStorage:
                 )
                 self._drop_files(names[number:])
                 break
-            raw = path.read_bytes()
+            raw = self._fs.read_bytes(path)
             offset, good = 0, True
             while offset < len(raw):
                 entry, size = _decode(raw, offset)
@@ -134,7 +151,7 @@ class DiskStorage:
                     len(raw),
                     len(entries),
                 )
-                os.truncate(path, offset)
+                self._cut_file(path, offset)
                 self._drop_files(names[number + 1 :])
                 break
         self._first = entries[0].index if entries else self._snapshot.index + 1
@@ -173,12 +190,10 @@ class DiskStorage:
         path = self.directory / "snapshot"
         tmp = path.with_suffix(".tmp")
         header = struct.pack(">QQ", snapshot.index, snapshot.term)
-        with open(tmp, "wb") as out:
-            out.write(header + struct.pack(">I", _crc(header, snapshot.data)) + snapshot.data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-        fsync_directory(self.directory)
+        content = header + struct.pack(">I", _crc(header, snapshot.data)) + snapshot.data
+        write_file_durably(self._fs, tmp, content)
+        self._fs.rename(tmp, path)
+        self._fs.sync_directory(self.directory)
         holds = self._term_at(snapshot.index) == snapshot.term
         self._snapshot = snapshot
         if holds:
@@ -190,9 +205,7 @@ class DiskStorage:
     def sync(self) -> None:
         """Flushes and fsyncs the log; then the hard state (fsynced when term or vote moved;
         a commit index alone may be lost and learned again)."""
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        self._sync_active()
         if self._state_dirty:
             self._write_state(durable=self._vote_changed)
             self._state_dirty = self._vote_changed = False
@@ -207,22 +220,27 @@ class DiskStorage:
         state = self._state
         body = struct.pack(">QQQQ", self._generation, state.term, state.vote, state.commit)
         slot = self._generation % 2
-        mode = "r+b" if self._state_path.exists() else "w+b"
-        with open(self._state_path, mode) as out:
-            out.seek(slot * _STATE.size)
-            out.write(body + struct.pack(">I", _crc(body)))
-            out.flush()
-            if durable:
-                os.fsync(out.fileno())
+        created = not self._fs.exists(self._state_path)
+        out = self._fs.open(self._state_path, create=True)
+        try:
+            out.pwrite(body + struct.pack(">I", _crc(body)), slot * _STATE.size)
+            if durable or created:
+                out.sync()
+        finally:
+            out.close()
+        if created:
+            self._fs.sync_directory(self.directory)
 
     def _term_at(self, index: int) -> int | None:
         position = index - self._first
         if not 0 <= position < len(self._locations):
             return None
         segment, offset = self._locations[position]
-        with open(self._segment_path(segment), "rb") as source:
-            source.seek(offset)
-            header = source.read(_RECORD.size)
+        source = self._fs.open(self._segment_path(segment))
+        try:
+            header = source.pread(_RECORD.size, offset)
+        finally:
+            source.close()
         return int(_RECORD.unpack(header)[2]) if len(header) == _RECORD.size else None
 
     def _truncate_from(self, index: int) -> None:
@@ -242,7 +260,13 @@ class DiskStorage:
         else:
             if self._active != segment:
                 self._close()
-            os.truncate(self._segment_path(segment), offset)
+                self._cut_file(self._segment_path(segment), offset)
+            else:
+                assert self._file is not None
+                assert not self._pending
+                self._file.truncate(offset)
+                self._file.sync()
+                self._file_bytes = offset
         if self._active is not None and self._active not in self._segments:
             self._close()
 
@@ -267,24 +291,47 @@ class DiskStorage:
         self._first = new_first
 
     def _open_segment(self, first: int) -> None:
+        self._sync_active()  # a full segment is durable before the next one starts
         self._close()
         path = self._segment_path(first)
-        self._file = open(path, "ab")  # noqa: SIM115  (kept open across appends)
+        self._file = self._fs.open(path, create=True)
+        self._file_bytes = self._file.size()
         self._active = first
         if first not in self._segments:
             self._segments.append(first)
-            fsync_directory(self._segments_dir)
+            self._fs.sync_directory(self._segments_dir)
 
     def _file_size(self) -> int:
         assert self._file is not None
-        return self._file.tell()
+        return self._file_bytes
 
     def _write(self, data: bytes) -> None:
         assert self._file is not None
-        self._file.write(data)
+        self._pending += data
+        self._file_bytes += len(data)
+
+    def _sync_active(self) -> None:
+        if self._file is None:
+            return
+        if self._pending:
+            self._file.pwrite(self._pending, self._file_bytes - len(self._pending))
+            self._pending.clear()
+        self._file.sync()
+
+    def _cut_file(self, path: Path, length: int) -> None:
+        handle = self._fs.open(path)
+        try:
+            handle.truncate(length)
+            handle.sync()
+        finally:
+            handle.close()
 
     def _close(self) -> None:
         if self._file is not None:
+            if self._pending:
+                # Written, not synced: `sync` is what makes entries durable.
+                self._file.pwrite(self._pending, self._file_bytes - len(self._pending))
+                self._pending.clear()
             self._file.close()
         self._file = None
         self._active = None
@@ -293,10 +340,14 @@ class DiskStorage:
         return self._segments_dir / f"{first:020d}.seg"
 
     def _drop_files(self, paths: list[Path]) -> None:
+        """Deletes segment files durably: a deleted segment that came back after a power loss
+        could continue the log with stale entries."""
         for path in paths:
             if self._active is not None and path == self._segment_path(self._active):
                 self._close()
-            path.unlink(missing_ok=True)
+            self._fs.remove(path)
+        if paths:
+            self._fs.sync_directory(self._segments_dir)
 
 
 def _encode(entry: Entry) -> bytes:

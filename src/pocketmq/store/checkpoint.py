@@ -6,16 +6,18 @@ at the newest CommitLog file whose first record is no newer than the oldest of t
 so everything before that point is known to be durable and dispatched.
 
 The page is written whole with `pwrite` and made durable with `fdatasync` (blocking: the flush
-thread calls `flush`).
+thread calls `flush`). The fields lie in the first 40 bytes, inside one 512-byte sector, which
+a disk writes whole, so a power loss leaves the old values or the new ones.
 """
 
 from __future__ import annotations
 
-import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 
 PAGE_SIZE: Final = 4096
 _LAYOUT: Final = struct.Struct(">qqqqq")
@@ -26,6 +28,7 @@ class Checkpoint:
     """The checkpoint's fields, and the file they live in."""
 
     path: Path
+    fs: FileSystem = field(default=OS_FILE_SYSTEM, repr=False)
     physic_msg_timestamp: int = 0
     logics_msg_timestamp: int = 0
     index_msg_timestamp: int = 0
@@ -33,11 +36,11 @@ class Checkpoint:
     confirm_phy_offset: int = 0
 
     @classmethod
-    def open(cls, path: Path) -> Checkpoint:
+    def open(cls, path: Path, fs: FileSystem = OS_FILE_SYSTEM) -> Checkpoint:
         """Reads the checkpoint at `path`; a missing or short file reads as all zeros."""
-        checkpoint = cls(path)
+        checkpoint = cls(path, fs)
         try:
-            raw = path.read_bytes()
+            raw = fs.read_bytes(path)
         except FileNotFoundError:
             return checkpoint
         if len(raw) >= _LAYOUT.size:
@@ -69,9 +72,12 @@ class Checkpoint:
             self.master_flushed_offset,
             self.confirm_phy_offset,
         )
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        created = not self.fs.exists(self.path)
+        handle = self.fs.open(self.path, create=True)
         try:
-            os.pwrite(fd, page, 0)
-            os.fdatasync(fd)
+            handle.pwrite(page, 0)
+            handle.sync()
         finally:
-            os.close(fd)
+            handle.close()
+        if created:
+            self.fs.sync_directory(self.path.parent)

@@ -38,6 +38,7 @@ from pocketmq.common.stored_message import (
     topic_field,
 )
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.api import MessageToStore, PutResult, PutStatus
 from pocketmq.store.mapped_file import MappedFile, MappedFileQueue
 
@@ -82,8 +83,9 @@ class CommitLog:
         store_host: HostAddress,
         max_message_size: int,
         preallocate: bool = True,
+        fs: FileSystem = OS_FILE_SYSTEM,
     ) -> None:
-        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate)
+        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate, fs=fs)
         self.file_size = file_size
         self._clock = clock
         self.store_host = store_host

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from pocketmq.common.constants import CONSUME_QUEUE_UNIT_SIZE
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -31,12 +32,20 @@ _ENTRY: Final = struct.Struct(">qiq")
 class ConsumeQueue:
     """One logical queue's index of CommitLog positions."""
 
-    def __init__(self, directory: Path, topic: str, queue_id: int, *, file_size: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        queue_id: int,
+        *,
+        file_size: int,
+        fs: FileSystem = OS_FILE_SYSTEM,
+    ) -> None:
         if file_size % UNIT:
             raise ValueError(f"consume queue file size {file_size} is not a multiple of {UNIT}")
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, file_size)
+        self.files = MappedFileQueue(directory, file_size, fs=fs)
         self.file_size = file_size
         self._min_logic_offset = 0  # in bytes
         # CommitLog end (offset + size) of the newest entry: where re-dispatch may resume.
@@ -75,12 +84,21 @@ class ConsumeQueue:
             self.files.truncate(self.files.min_offset)
             return
         mapped = files[index]
-        mapped.wrote_position = mapped.flushed_position = end
+        mapped.wrote_position = end
         offset, size, _ = _ENTRY.unpack_from(mapped.buffer, end - UNIT)
         self.max_physical_end = offset + size
         for later in files[index + 1 :]:
-            later.wrote_position = later.flushed_position = 0
+            later.wrote_position = 0
         self.files.truncate(mapped.file_from_offset + end)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keeps the entries before queue offset `count`."""
+        if count * UNIT < self.files.max_offset:
+            self.files.truncate(count * UNIT)
+            self.max_physical_end = 0
+            if count * UNIT > self.files.min_offset:
+                offset, size, _ = self._entry_at(count * UNIT - UNIT)
+                self.max_physical_end = offset + size
 
     def truncate_to_physical(self, commit_log_max: int) -> None:
         """Drops entries pointing at or beyond `commit_log_max` (the recovered CommitLog end)."""
@@ -105,8 +123,17 @@ class ConsumeQueue:
             self.max_physical_end = offset + size
 
     # -- writing ---------------------------------------------------------------------------
-    def put(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> None:
-        """Writes the entry for `queue_offset`; an entry already present is left as it is."""
+    def put(
+        self,
+        queue_offset: int,
+        physical_offset: int,
+        size: int,
+        tags_code: int,
+        *,
+        overwrite: bool = False,
+    ) -> None:
+        """Writes the entry for `queue_offset`; an entry already present is left as it is,
+        or with `overwrite` (repair after an unclean stop) written again."""
         position = queue_offset * UNIT
         last = self.files.files[-1] if self.files.files else None
         if last is not None and position == last.wrote_offset and not last.is_full:
@@ -117,6 +144,11 @@ class ConsumeQueue:
             return
         end = self.files.max_offset
         if position < end:
+            if overwrite and position >= self.files.min_offset:
+                mapped = self.files.find(position)
+                assert mapped is not None
+                within = position - mapped.file_from_offset
+                _ENTRY.pack_into(mapped.buffer, within, physical_offset, size, tags_code)
             return
         if not self.files.files and position:
             self.files.reset_start(position)

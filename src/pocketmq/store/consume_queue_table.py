@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import DispatchRequest
 
@@ -18,27 +19,40 @@ log = logging.getLogger(__name__)
 class ConsumeQueueTable:
     """Every ConsumeQueue, created on first use: `consumequeue/<topic>/<queueId>/`."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, fs: FileSystem = OS_FILE_SYSTEM) -> None:
         self.directory = directory
+        self.fs = fs
         self.file_size = file_size
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # While set (re-dispatch after an unclean stop): the last queue offset rewritten per
+        # queue. Entries written after the checkpoint may be torn or missing after a power
+        # loss, so re-dispatch rewrites them instead of trusting what it finds.
+        self._repaired: dict[tuple[str, int], int] | None = None
 
     def load(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for topic_dir in sorted(self.directory.iterdir()):
-            if not topic_dir.is_dir():
+        fs = self.fs
+        fs.make_dirs(self.directory)
+        for topic in fs.list_dir(self.directory):
+            if not fs.is_dir(self.directory / topic):
                 continue
-            for queue_dir in sorted(topic_dir.iterdir()):
-                if not queue_dir.name.isdigit():
-                    log.warning("ignoring unexpected consume queue directory %s", queue_dir)
+            for queue_name in fs.list_dir(self.directory / topic):
+                if not queue_name.isdigit():
+                    log.warning(
+                        "ignoring unexpected consume queue directory %s",
+                        self.directory / topic / queue_name,
+                    )
                     continue
-                queue = self._create(topic_dir.name, int(queue_dir.name))
+                queue = self._create(topic, int(queue_name))
                 queue.load()
                 queue.recover()
 
     def _create(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = ConsumeQueue(
-            self.directory / topic / str(queue_id), topic, queue_id, file_size=self.file_size
+            self.directory / topic / str(queue_id),
+            topic,
+            queue_id,
+            file_size=self.file_size,
+            fs=self.fs,
         )
         self.queues[(topic, queue_id)] = queue
         return queue
@@ -54,9 +68,27 @@ class ConsumeQueueTable:
             queue = self.queues.get((request.topic, request.queue_id))
             if queue is None:
                 queue = self._create(request.topic, request.queue_id)
+            repaired = self._repaired
             queue.put(
-                request.queue_offset, request.commit_log_offset, request.size, request.tags_code
+                request.queue_offset,
+                request.commit_log_offset,
+                request.size,
+                request.tags_code,
+                overwrite=repaired is not None,
             )
+            if repaired is not None:
+                repaired[(request.topic, request.queue_id)] = request.queue_offset
+
+    def begin_repair(self) -> None:
+        """Until `end_repair`, dispatched entries overwrite what their queue holds."""
+        self._repaired = {}
+
+    def end_repair(self) -> None:
+        """Cuts every rewritten queue just after its last rewritten entry (what lies beyond
+        came from records the CommitLog no longer holds, or is torn)."""
+        repaired, self._repaired = self._repaired or {}, None
+        for queue_key, last in repaired.items():
+            self.queues[queue_key].truncate_entries(last + 1)
 
     def flush(self) -> None:
         """Flushes every queue. Blocking."""

@@ -7,6 +7,10 @@
   while a sync was running is released by the next one, so N concurrent writers share one
   fsync instead of paying N. A writer not released within `syncFlushTimeout` gets
   FLUSH_DISK_TIMEOUT (its bytes may still become durable later, as in RocketMQ).
+- A failed sync is final: the kernel may have dropped the dirty pages it could not write, so a
+  later sync that succeeds proves nothing about them. Every writer waiting is released as not
+  durable, the flusher stops, and `on_failure` tells the store to refuse writes until a
+  restart (whose recovery syncs everything it finds again).
 
 Consume queues, index and the checkpoint are flushed on their own, slower, interval.
 """
@@ -14,6 +18,7 @@ Consume queues, index and the checkpoint are flushed on their own, slower, inter
 from __future__ import annotations
 
 import asyncio
+import enum
 import heapq
 import logging
 from collections.abc import Callable
@@ -24,6 +29,14 @@ from pocketmq.runtime.event_loop import cancel_and_wait
 log = logging.getLogger(__name__)
 
 
+class FlushOutcome(enum.Enum):
+    """What a writer waiting for durability learns."""
+
+    DURABLE = "DURABLE"  # a sync that started after the append returned
+    TIMEOUT = "TIMEOUT"  # not yet known durable within the timeout
+    FAILED = "FAILED"  # never will be: a sync failed, or the bytes were truncated away
+
+
 class GroupCommitFlusher:
     """Releases each writer once the log is durable up to its end offset."""
 
@@ -32,11 +45,14 @@ class GroupCommitFlusher:
         flush: Callable[[], int],
         wrote_offset: Callable[[], int],
         executor: ThreadPoolExecutor,
+        on_failure: Callable[[OSError], None] = lambda error: None,
     ) -> None:
         self._flush = flush  # blocking: syncs all written bytes, returns the durable offset
         self._wrote_offset = wrote_offset
         self._executor = executor
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._on_failure = on_failure
+        self.failure: OSError | None = None
+        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._sequence = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -46,20 +62,31 @@ class GroupCommitFlusher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="group-commit")
 
-    async def wait_durable(self, end_offset: int, timeout_s: float) -> bool:
-        """Waits until the log is durable up to `end_offset`; False on timeout."""
+    async def wait_durable(self, end_offset: int, timeout_s: float) -> FlushOutcome:
+        """Waits until the log is durable up to `end_offset`."""
+        if self.failure is not None:
+            return FlushOutcome.FAILED
         if end_offset <= self.flushed_offset:
-            return True
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            return FlushOutcome.DURABLE
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._sequence += 1
         heapq.heappush(self._waiters, (end_offset, self._sequence, future))
         self._wakeup.set()
         try:
             async with asyncio.timeout(timeout_s):
-                await future
+                durable = await future
         except TimeoutError:
-            return False
-        return True
+            return FlushOutcome.TIMEOUT
+        return FlushOutcome.DURABLE if durable else FlushOutcome.FAILED
+
+    def _release(self, *, durable_through: int | None) -> None:
+        """Answers the waiters up to `durable_through` as durable; all of them as failed when
+        it is None."""
+        waiters = self._waiters
+        while waiters and (durable_through is None or waiters[0][0] <= durable_through):
+            _, _, future = heapq.heappop(waiters)
+            if not future.done():
+                future.set_result(durable_through is not None)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -69,23 +96,27 @@ class GroupCommitFlusher:
             while self._waiters:
                 try:
                     self.flushed_offset = await loop.run_in_executor(self._executor, self._flush)
-                except OSError:
-                    log.exception("commit log flush failed; writers will time out")
-                    await asyncio.sleep(0.1)
-                    continue
+                except OSError as error:
+                    log.error(
+                        "commit log sync failed (%s): %d writers answered as not durable; "
+                        "writes are refused until a restart",
+                        error,
+                        len(self._waiters),
+                    )
+                    self.failure = error
+                    self._release(durable_through=None)
+                    self._on_failure(error)
+                    return
                 self.syncs += 1
-                waiters = self._waiters
-                while waiters and waiters[0][0] <= self.flushed_offset:
-                    _, _, future = heapq.heappop(waiters)
-                    if not future.done():
-                        future.set_result(None)
-                if waiters and waiters[0][0] > self._wrote_offset():
-                    # Only possible after a truncation: those bytes will never come.
-                    log.error("releasing writers waiting past the end of the log")
-                    for _, _, future in waiters:
-                        if not future.done():
-                            future.set_result(None)
-                    waiters.clear()
+                self._release(durable_through=self.flushed_offset)
+                if self._waiters and self._waiters[0][0] > self._wrote_offset():
+                    # Only possible after a truncation: those bytes will never be durable.
+                    log.warning(
+                        "%d writers waited for bytes past the end of the log (truncated): "
+                        "answered as not durable",
+                        len(self._waiters),
+                    )
+                    self._release(durable_through=None)
 
     async def stop(self) -> None:
         """Stops the loop after a last flush that releases every writer still waiting."""
@@ -93,26 +124,35 @@ class GroupCommitFlusher:
             return
         await cancel_and_wait(self._task)
         self._task = None
-        if self._waiters:
-            self.flushed_offset = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._flush
-            )
-            for _, _, future in self._waiters:
-                if not future.done():
-                    future.set_result(None)
-            self._waiters.clear()
+        if self._waiters and self.failure is None:
+            try:
+                self.flushed_offset = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._flush
+                )
+            except OSError as error:
+                self.failure = error
+                self._on_failure(error)
+            else:
+                self._release(durable_through=self.flushed_offset)
+        self._release(durable_through=None)
 
 
 class PeriodicFlusher:
     """Runs a blocking flush function on the flush thread every `interval_ms`."""
 
     def __init__(
-        self, name: str, flush: Callable[[], object], interval_ms: int, executor: ThreadPoolExecutor
+        self,
+        name: str,
+        flush: Callable[[], object],
+        interval_ms: int,
+        executor: ThreadPoolExecutor,
+        on_failure: Callable[[OSError], None] = lambda error: None,
     ) -> None:
         self._name = name
         self._flush = flush
         self._interval_s = interval_ms / 1000
         self._executor = executor
+        self._on_failure = on_failure
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -126,8 +166,11 @@ class PeriodicFlusher:
             await asyncio.sleep(self._interval_s)
             try:
                 await self.flush_now()
-            except OSError:
-                log.exception("%s failed; retrying at the next interval", self._name)
+            except OSError as error:
+                # Final, as for group commit: a retry that succeeds proves nothing.
+                log.error("%s failed (%s); writes are refused until a restart", self._name, error)
+                self._on_failure(error)
+                return
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -36,9 +36,9 @@ is set aside as `<name>.corrupt` with a warning and never read again (listed in
 CommitLog (from `max_phy_offset`, or its own safe point) to rebuild what was lost.
 `IndexFileError` is raised only by `IndexFile` itself.
 
-Durability: `flush` only calls `os.fdatasync` on files written since their last flush (Linux
-writes back pages dirtied through a shared mapping); it never touches a mapping, so the store's
-flush thread may call it while the event loop writes.
+Durability: `flush` syncs files written since their last flush, and files opened from disk
+(after a crash their pages may not be on disk yet); it never touches a mapping, so the store's
+flush thread may call it while the event loop writes. Files go through a `FileSystem`.
 
 Not here: reading messages, checking real keys, deciding when to delete (retention) or where
 recovery resumes (the store).
@@ -47,9 +47,7 @@ recovery resumes (the store).
 from __future__ import annotations
 
 import calendar
-import errno
 import logging
-import mmap
 import os
 import struct
 import time
@@ -60,6 +58,7 @@ from typing import Final
 
 from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat
 from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,15 @@ class IndexFile:
     `end_phy_offset` that of the last, `end_timestamp` the newest store time seen.
     """
 
-    def __init__(self, path: Path, *, slots: int, max_index: int, create: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        slots: int,
+        max_index: int,
+        create: bool,
+        fs: FileSystem = OS_FILE_SYSTEM,
+    ) -> None:
         """Creates (sparse, all zero) or opens one index file.
 
         Prefer `IndexFile.create` and `IndexFile.open`.
@@ -128,29 +135,19 @@ class IndexFile:
         self.max_index = max_index
         self.size = index_file_size(slots, max_index)
         self._entries_pos = HEADER_SIZE + slots * SLOT_SIZE
+        self._fs = fs
         if create:
-            # Sized under a temporary name first: a crash never leaves a short index file.
-            temporary = path.with_name(path.name + _TEMPORARY_SUFFIX)
-            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.ftruncate(fd, self.size)
-            finally:
-                os.close(fd)
-            os.replace(temporary, path)
-        fd = os.open(path, os.O_RDWR)
+            create_sized_file(fs, path, self.size)
         try:
-            actual = os.fstat(fd).st_size
-            if actual != self.size:
-                raise IndexFileError(
-                    f"{path.name} is {actual} bytes, expected {self.size} for "
-                    f"maxHashSlotNum={slots}, maxIndexNum={max_index}"
-                )
-            self._buffer = mmap.mmap(fd, self.size)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        self._dirty = create
+            self._region = fs.map(path, self.size)
+        except ValueError as exc:
+            raise IndexFileError(
+                f"{path.name}: {exc} for maxHashSlotNum={slots}, maxIndexNum={max_index}"
+            ) from exc
+        self._buffer = self._region.buffer
+        self._closed = False
+        # A file opened from disk counts as unsynced: a crash may have left its pages unwritten.
+        self._dirty = True
         header: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._buffer, 0)
         (
             self.begin_timestamp,
@@ -172,18 +169,22 @@ class IndexFile:
         self.hash_slot_count = min(max(self.hash_slot_count, 0), slots)
 
     @classmethod
-    def create(cls, path: Path, *, slots: int, max_index: int) -> IndexFile:
-        """Creates an empty file at `path` (replacing any file there)."""
-        return cls(path, slots=slots, max_index=max_index, create=True)
+    def create(
+        cls, path: Path, *, slots: int, max_index: int, fs: FileSystem = OS_FILE_SYSTEM
+    ) -> IndexFile:
+        """Creates an empty file at `path` (replacing any file there), durably."""
+        return cls(path, slots=slots, max_index=max_index, create=True, fs=fs)
 
     @classmethod
-    def open(cls, path: Path, *, slots: int, max_index: int) -> IndexFile:
+    def open(
+        cls, path: Path, *, slots: int, max_index: int, fs: FileSystem = OS_FILE_SYSTEM
+    ) -> IndexFile:
         """Opens an existing file.
 
         Raises:
             IndexFileError: its size or header does not fit; the caller sets it aside.
         """
-        return cls(path, slots=slots, max_index=max_index, create=False)
+        return cls(path, slots=slots, max_index=max_index, create=False, fs=fs)
 
     def _header_problem(self) -> str:
         count = self.index_count
@@ -207,7 +208,7 @@ class IndexFile:
 
     @property
     def is_closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     def _write_header(self) -> None:
         _HEADER.pack_into(
@@ -425,31 +426,28 @@ class IndexFile:
 
         Safe to call from a flush thread while the event loop writes: it only syncs the fd.
         """
-        fd = self._fd
-        if not self._dirty or fd < 0:
+        if not self._dirty or self._closed:
             return
         self._dirty = False  # cleared first: a write racing with the sync marks it again
         try:
-            os.fdatasync(fd)
-        except OSError as exc:
-            if exc.errno == errno.EBADF and self._fd < 0:
+            self._region.sync()
+        except OSError:
+            if self._closed:
                 return  # closed (deleted or truncated away) while we were about to sync
             self._dirty = True
             raise
 
     def close(self) -> None:
         """Unmaps and closes the file (without syncing it); idempotent."""
-        fd = self._fd
-        if fd < 0:
+        if self._closed:
             return
-        self._fd = -1
-        self._buffer.close()
-        os.close(fd)
+        self._closed = True
+        self._region.close()
 
     def destroy(self) -> None:
-        """Closes and deletes the file."""
+        """Closes and deletes the file (durable once the caller syncs the directory)."""
         self.close()
-        self.path.unlink(missing_ok=True)
+        self._fs.remove(self.path)
 
 
 class IndexService:
@@ -465,6 +463,7 @@ class IndexService:
         max_hash_slot_num: int,
         max_index_num: int,
         clock: Clock,
+        fs: FileSystem = OS_FILE_SYSTEM,
     ) -> None:
         """Describes the index under `directory`; nothing is read until `load`.
 
@@ -477,6 +476,7 @@ class IndexService:
         if not 2 <= max_index_num <= _INT_MAX:
             raise ValueError(f"maxIndexNum must be in 2..{_INT_MAX}, not {max_index_num}")
         self.directory = Path(directory)
+        self._fs = fs
         self.slots = max_hash_slot_num
         self.max_index = max_index_num
         self._clock = clock
@@ -494,16 +494,21 @@ class IndexService:
         where re-dispatching must resume.
         """
         assert not self.files, "load once, before any put"
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for path in sorted(self.directory.iterdir()):
-            name = path.name
-            if name.endswith(_TEMPORARY_SUFFIX) and path.is_file():
-                path.unlink()
+        fs = self._fs
+        fs.make_dirs(self.directory)
+        for name in fs.list_dir(self.directory):
+            path = self.directory / name
+            if fs.is_dir(path):
                 continue
-            if not (name.isascii() and name.isdigit()) or not path.is_file():
+            if name.endswith(_TEMPORARY_SUFFIX):
+                fs.remove(path)
+                continue
+            if not (name.isascii() and name.isdigit()):
                 continue
             try:
-                self.files.append(IndexFile.open(path, slots=self.slots, max_index=self.max_index))
+                self.files.append(
+                    IndexFile.open(path, slots=self.slots, max_index=self.max_index, fs=fs)
+                )
             except IndexFileError as exc:
                 aside = path.with_name(name + CORRUPT_SUFFIX)
                 log.warning(
@@ -512,7 +517,8 @@ class IndexService:
                     aside.name,
                     exc,
                 )
-                path.rename(aside)
+                fs.rename(path, aside)
+                fs.sync_directory(self.directory)
                 self.corrupt_files.append(aside)
         self._recompute_indexed_through()
 
@@ -540,14 +546,14 @@ class IndexService:
                 # Two files in one millisecond, or a clock stepped back: names must keep the
                 # creation order, which `load` restores by sorting them.
                 now_ms = last_ms + 1
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._fs.make_dirs(self.directory)
         for attempt in range(_NAME_ATTEMPTS):
             path = self.directory / _file_name(now_ms + attempt)
-            if not path.exists():
+            if not self._fs.exists(path):
                 break
         else:
             raise FileExistsError(f"no free index file name from {_file_name(now_ms)} on")
-        index_file = IndexFile.create(path, slots=self.slots, max_index=self.max_index)
+        index_file = IndexFile.create(path, slots=self.slots, max_index=self.max_index, fs=self._fs)
         self.files.append(index_file)
         log.debug("created index file %s", path.name)
         return index_file
@@ -639,6 +645,8 @@ class IndexService:
                 continue
             index_file.truncate(phys_offset)
             keep.append(index_file)
+        if len(keep) < len(self.files):
+            self._fs.sync_directory(self.directory)
         self.files = keep
         self._recompute_indexed_through()
 
@@ -654,6 +662,8 @@ class IndexService:
         while len(self.files) > 1 and self.files[0].end_phy_offset < min_commit_log_offset:
             self.files.pop(0).destroy()
             deleted += 1
+        if deleted:
+            self._fs.sync_directory(self.directory)
         return deleted
 
     def flush(self) -> None:

@@ -10,18 +10,23 @@ Invariants:
 - bytes past a file's write position are zero or stale, and truncation zeroes what it cuts, so
   a later recovery scan never mistakes old records for new ones.
 
-Durability goes through `os.fdatasync` on the file descriptor (Linux writes back pages dirtied
-through a shared mapping), which releases the GIL, so flush threads never stall the event loop.
+Files are made, mapped, synced and deleted through a `FileSystem` (`runtime/filesystem.py`),
+so a simulated disk can lose power under them. Durability:
+- `flushed_position` is what a `sync` made by this process proved durable;
+  files found on disk start at 0, so the first flush syncs them whatever a crash left unsynced;
+- a new file is synced and its directory synced before it is used, and deleting files
+  (truncation, retention) syncs the directory, so files never come back after a power loss;
+- truncation syncs the zeros it writes, so cut records never come back either.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 log = logging.getLogger(__name__)
 
@@ -40,32 +45,23 @@ class MappedFileError(RuntimeError):
 class MappedFile:
     """One fixed-size memory-mapped file of a log."""
 
-    def __init__(self, path: Path, file_size: int, *, create: bool) -> None:
+    def __init__(
+        self, path: Path, file_size: int, *, create: bool, fs: FileSystem = OS_FILE_SYSTEM
+    ) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
-        if create and not path.exists():
-            # Sized under a temporary name, then renamed: a crash never leaves a short file
-            # under a real name (`load` deletes leftover .tmp files).
-            temporary = path.with_name(path.name + ".tmp")
-            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.ftruncate(fd, file_size)
-            finally:
-                os.close(fd)
-            os.replace(temporary, path)
-        self._fd = os.open(path, os.O_RDWR)
+        self._fs = fs
+        if create and not fs.exists(path):
+            create_sized_file(fs, path, file_size)
         try:
-            actual = os.fstat(self._fd).st_size
-            if actual != file_size:
-                raise MappedFileError(
-                    f"{path} is {actual} bytes but the configured file size is {file_size}; "
-                    "restore the file or set the size it was written with"
-                )
-            self.buffer = mmap.mmap(self._fd, file_size)
-        except BaseException:
-            os.close(self._fd)
-            raise
+            self._region = fs.map(path, file_size)
+        except ValueError as exc:
+            raise MappedFileError(
+                f"{exc}: the configured file size is {file_size}; restore the file or set the "
+                "size it was written with"
+            ) from exc
+        self.buffer = self._region.buffer
         self.wrote_position = 0
         self.flushed_position = 0
         self._closed = False
@@ -103,42 +99,56 @@ class MappedFile:
 
     def read(self, position: int, size: int) -> bytes:
         """A copy of `size` bytes at `position` (relative to this file)."""
-        return self.buffer[position : position + size]
+        return bytes(self.buffer[position : position + size])
 
     def flush(self) -> int:
         """Makes everything written so far durable; returns the flushed position.
 
         Blocking (fdatasync): call it from a flush thread, not the event loop.
+
+        Raises:
+            OSError: the sync failed; nothing more is known durable (the caller must not
+                retry and trust a later success: the kernel may have dropped the pages).
         """
         target = self.wrote_position
         if target > self.flushed_position and not self._closed:
-            os.fdatasync(self._fd)
+            self._region.sync()
             self.flushed_position = target
         return self.flushed_position
 
+    def sync(self) -> None:
+        """Syncs the whole file now, whatever the positions say (recovery, truncation)."""
+        if not self._closed:
+            self._region.sync()
+            self.flushed_position = self.wrote_position
+
     def truncate_to(self, position: int) -> None:
-        """Moves the write position back to `position`, zeroing the bytes it cuts."""
+        """Moves the write position back to `position`, zeroing the bytes it cuts, durably.
+
+        The zeros are synced at once: a cut record that came back after a power loss would
+        carry its true offset and pass recovery's checks.
+        """
         old = self.wrote_position
+        self.wrote_position = position
         if position < old:
             self.buffer[position:old] = bytes(old - position)
-        self.wrote_position = position
+            self.sync()
         self.flushed_position = min(self.flushed_position, position)
+
+    def drop_pages(self, end: int) -> None:
+        """Lets go of this process's pages before `end` (see `MappedRegion.drop_pages`)."""
+        self._region.drop_pages(end)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        try:
-            self.buffer.close()
-        except BufferError:
-            # A reader still holds a view; the mapping goes away when it drops the view.
-            log.debug("mapping of %s still exported; left to the garbage collector", self.path)
-        os.close(self._fd)
+        self._region.close()
 
     def destroy(self) -> None:
-        """Closes and deletes the file."""
+        """Closes and deletes the file (durable once the caller syncs the directory)."""
         self.close()
-        self.path.unlink(missing_ok=True)
+        self._fs.remove(self.path)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position})"
@@ -151,9 +161,17 @@ class MappedFileQueue:
     created and mapped while the current one fills, so a roll-over does not stall an append.
     """
 
-    def __init__(self, directory: Path, file_size: int, *, preallocate: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        preallocate: bool = False,
+        fs: FileSystem = OS_FILE_SYSTEM,
+    ) -> None:
         assert file_size > 0
         self.directory = directory
+        self.fs = fs
         self.file_size = file_size
         self.files: list[MappedFile] = []
         self._allocator = ThreadPoolExecutor(1, "pocketmq-alloc") if preallocate else None
@@ -161,21 +179,22 @@ class MappedFileQueue:
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
-        """Opens the files on disk in offset order; every file is first marked full.
+        """Opens the files on disk in offset order; every file is first marked full, and none
+        flushed (what a crash left in the page cache may not be on disk yet).
 
         Recovery then sets the real write position of the last files by scanning them.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fs = self.fs
+        fs.make_dirs(self.directory)
         names = []
-        for entry in self.directory.iterdir():
-            if entry.name.endswith(".tmp"):
-                entry.unlink()
+        for name in fs.list_dir(self.directory):
+            if name.endswith(".tmp"):
+                fs.remove(self.directory / name)
                 continue
-            if not entry.name.isdigit() or len(entry.name) != _NAME_DIGITS:
-                log.warning("ignoring unexpected file %s in %s", entry.name, self.directory)
+            if not name.isdigit() or len(name) != _NAME_DIGITS:
+                log.warning("ignoring unexpected file %s in %s", name, self.directory)
                 continue
-            names.append(entry.name)
-        names.sort()
+            names.append(name)
         expected = None
         for name in names:
             start = int(name)
@@ -187,8 +206,8 @@ class MappedFileQueue:
                 raise MappedFileError(
                     f"gap in {self.directory}: expected a file at {expected}, found {name}"
                 )
-            mapped = MappedFile(self.directory / name, self.file_size, create=False)
-            mapped.wrote_position = mapped.flushed_position = self.file_size
+            mapped = MappedFile(self.directory / name, self.file_size, create=False, fs=fs)
+            mapped.wrote_position = self.file_size
             self.files.append(mapped)
             expected = start + self.file_size
 
@@ -241,9 +260,9 @@ class MappedFileQueue:
         return mapped
 
     def _create(self, start: int) -> MappedFile:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.fs.make_dirs(self.directory)
         path = self.directory / offset_to_file_name(start)
-        mapped = MappedFile(path, self.file_size, create=True)
+        mapped = MappedFile(path, self.file_size, create=True, fs=self.fs)
         log.debug("created mapped file %s", path)
         return mapped
 
@@ -251,7 +270,11 @@ class MappedFileQueue:
         future, self._next = self._next, None
         if future is None:
             return None
-        mapped = future.result()
+        try:
+            mapped = future.result()
+        except OSError:
+            log.warning("preallocating %s failed; creating it now", offset_to_file_name(start))
+            return None
         if mapped.file_from_offset == start:
             return mapped
         mapped.destroy()
@@ -260,21 +283,28 @@ class MappedFileQueue:
     def flush(self) -> int:
         """Makes every written byte durable; returns the flushed logical offset. Blocking."""
         # A snapshot: the event loop may append a file meanwhile; it is caught next time.
+        pending = []
         for mapped in reversed(list(self.files)):
             if mapped.flushed_position == mapped.file_size:
                 break  # full and durable: so is every file before it
+            pending.append(mapped)
+        # Oldest first: if a sync fails, what is marked flushed is still a prefix of the log.
+        for mapped in reversed(pending):
             mapped.flush()
         return self.flushed_offset
 
     # -- truncation and deletion -----------------------------------------------------------
     def truncate(self, offset: int) -> None:
-        """Cuts the log back to `offset`: later files deleted, the spanning file zeroed past it."""
+        """Cuts the log back to `offset`: later files deleted, the spanning file zeroed past
+        it; durable when it returns. Blocking."""
         keep = []
+        deleted = False
         for mapped in self.files:
             if mapped.file_from_offset >= offset and not (
                 mapped.file_from_offset == offset == self.min_offset
             ):
                 mapped.destroy()
+                deleted = True
                 continue
             if mapped.file_from_offset <= offset < mapped.end_offset:
                 mapped.truncate_to(offset - mapped.file_from_offset)
@@ -282,11 +312,14 @@ class MappedFileQueue:
         self.files = keep
         if not self.files and self._next is not None:
             self._take_preallocated(-1)
+        if deleted:
+            self.fs.sync_directory(self.directory)
 
     def delete_first(self) -> MappedFile:
-        """Removes and deletes the oldest file (retention)."""
+        """Removes and deletes the oldest file (retention), durably."""
         mapped = self.files.pop(0)
         mapped.destroy()
+        self.fs.sync_directory(self.directory)
         return mapped
 
     def reset_start(self, offset: int) -> None:

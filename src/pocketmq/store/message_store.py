@@ -24,7 +24,6 @@ from pocketmq.common.constants import (
     PROPERTY_KEYS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from pocketmq.common.durable import fsync_directory
 from pocketmq.common.stored_message import (
     HostAddress,
     MessageDecodeError,
@@ -34,6 +33,7 @@ from pocketmq.common.stored_message import (
 )
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.api import (
     Durability,
     GetResult,
@@ -48,11 +48,11 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.consume_queue_table import ConsumeQueueTable
 from pocketmq.store.dispatch import Dispatcher, IndexTarget
-from pocketmq.store.flush import GroupCommitFlusher, PeriodicFlusher
+from pocketmq.store.flush import FlushOutcome, GroupCommitFlusher, PeriodicFlusher
 from pocketmq.store.index import IndexService
 from pocketmq.store.metadata import BrokerMetadataFiles
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log
-from pocketmq.store.retention import CleanResult, RetentionPolicy, disk_used_percent, file_mtime_ms
+from pocketmq.store.retention import CleanResult, RetentionPolicy, disk_used_percent
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,11 @@ class MessageStore:
         store_host: HostAddress = ("127.0.0.1", 10911),
         clock: Clock | None = None,
         disk_usage: Callable[[], float] | None = None,
+        fs: FileSystem = OS_FILE_SYSTEM,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
+        self.fs = fs
         self.root = Path(config.store_path_root_dir)
         self.store_host = store_host
         self.commit_log = CommitLog(
@@ -85,23 +87,25 @@ class MessageStore:
             clock=self.clock,
             store_host=store_host,
             max_message_size=config.max_message_size,
+            fs=fs,
         )
         self.consume_queues = ConsumeQueueTable(
-            self.root / "consumequeue", config.mapped_file_size_consume_queue
+            self.root / "consumequeue", config.mapped_file_size_consume_queue, fs=fs
         )
         self.index = IndexService(
             self.root / "index",
             max_hash_slot_num=config.max_hash_slot_num,
             max_index_num=config.max_index_num,
             clock=self.clock,
+            fs=fs,
         )
         targets: list[object] = [self.consume_queues]
         if config.message_index_enable:
             targets.append(IndexTarget(self.index))
         self.dispatcher = Dispatcher(self.commit_log, targets)  # type: ignore[arg-type]
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.checkpoint = Checkpoint(self.root / "checkpoint", fs)
         # Topics, groups and offsets: the broker owns their meaning, the store their files.
-        self.metadata = BrokerMetadataFiles(self.root / "config")
+        self.metadata = BrokerMetadataFiles(self.root / "config", fs)
         self.metadata_documents: dict[str, object] = {}
         self.retention = RetentionPolicy(
             clock=self.clock,
@@ -120,6 +124,9 @@ class MessageStore:
         self._running = False
         # A slave's CommitLog takes only replicated bytes (`append_raw`), never puts.
         self.accepts_puts = True
+        # Set when a sync failed: nothing written since is known durable, so puts are refused
+        # until a restart (whose recovery syncs everything again).
+        self.disk_error: str | None = None
         self.replication: Replication | None = None
         self.last_recovery: RecoveryResult | None = None
 
@@ -129,9 +136,10 @@ class MessageStore:
 
         Blocking; run it before the store serves anything.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        abnormal = self._abort_path.exists()
-        self.checkpoint = Checkpoint.open(self.root / "checkpoint")
+        fs = self.fs
+        fs.make_dirs(self.root)
+        abnormal = fs.exists(self._abort_path)
+        self.checkpoint = Checkpoint.open(self.root / "checkpoint", fs)
         self.commit_log.files.load()
         self.consume_queues.load()
         self.index.load()
@@ -154,12 +162,23 @@ class MessageStore:
         reput_from = max(reput_from, self.commit_log.min_offset)
         self.index.truncate(reput_from if abnormal else end)
         self.dispatcher.reput_offset = reput_from
+        if abnormal:
+            # Queue entries after the safe point may be torn or missing: rewrite them all.
+            self.consume_queues.begin_repair()
         redispatched = self.dispatcher.dispatch_available(max_records=1 << 62)
+        if abnormal:
+            self.consume_queues.end_repair()
         for (topic, queue_id), queue in self.consume_queues.queues.items():
             self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
             queue.delete_expired(self.commit_log.min_offset)
-        self._abort_path.touch()
-        fsync_directory(self.root)
+        if abnormal:
+            # What a crash left may sit only in the page cache: sync it all before serving,
+            # so that no later FLUSHED receipt stands on unsynced bytes.
+            self._flush_all()
+        if not abnormal:
+            handle = fs.open(self._abort_path, create=True)
+            handle.close()
+            fs.sync_directory(self.root)
         self._loaded = True
         self.last_recovery = result
         log.info(
@@ -184,6 +203,7 @@ class MessageStore:
                 self.commit_log.files.flush,
                 lambda: self.commit_log.max_offset,
                 self._flush_executor,
+                self._refuse_writes,
             )
             self._group_commit.start()
         else:
@@ -193,6 +213,7 @@ class MessageStore:
                     self.commit_log.files.flush,
                     config.flush_interval_commit_log_ms,
                     self._flush_executor,
+                    self._refuse_writes,
                 )
             )
         self._flushers.append(
@@ -201,6 +222,7 @@ class MessageStore:
                 self._flush_derived,
                 config.flush_interval_consume_queue_ms,
                 self._flush_executor,
+                self._refuse_writes,
             )
         )
         for flusher in self._flushers:
@@ -209,6 +231,14 @@ class MessageStore:
             self._clean_periodically(), name="retention"
         )
         self._running = True
+
+    def _refuse_writes(self, error: OSError) -> None:
+        if self.disk_error is None:
+            self.disk_error = (
+                f"a sync of the store failed ({error.strerror or error}): this broker refuses "
+                "writes until it is restarted; check the disk and its free space"
+            )
+            log.error("store at %s: %s", self.root, self.disk_error)
 
     async def _clean_periodically(self) -> None:
         while True:
@@ -235,11 +265,16 @@ class MessageStore:
         for flusher in self._flushers:
             await flusher.stop()
         self._flushers.clear()
+        if self.disk_error is not None:
+            # Not clean: the next start must recover and sync as after a crash.
+            self.close()
+            log.warning("store at %s stopped after a disk error; it will recover", self.root)
+            return
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self._flush_all)
         self.close()
-        self._abort_path.unlink(missing_ok=True)
-        fsync_directory(self.root)
+        self.fs.remove(self._abort_path)
+        self.fs.sync_directory(self.root)
         log.info("store at %s stopped cleanly", self.root)
 
     def close(self) -> None:
@@ -280,7 +315,7 @@ class MessageStore:
             return None
         text, force = reason
         files = self.commit_log.files.files
-        candidates = [(mapped.path, file_mtime_ms(mapped.path)) for mapped in files]
+        candidates = [(mapped.path, self.fs.mtime_ms(mapped.path)) for mapped in files]
         doomed = self.retention.files_to_delete(candidates, force=force)
         for path in doomed:
             assert files[0].path == path, "retention deletes from the front"
@@ -319,7 +354,7 @@ class MessageStore:
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 remark="this broker is a slave (brokerRole=SLAVE): send to its master",
             )
-        result = self.commit_log.append(messages)
+        result = self._append(messages)
         if not result.ok:
             return result
         self._schedule_dispatch()
@@ -328,13 +363,16 @@ class MessageStore:
             replication.notify_appended()
         group_commit = self._group_commit
         if group_commit is not None:
-            durable = await group_commit.wait_durable(
+            outcome = await group_commit.wait_durable(
                 result.end_offset, self.config.sync_flush_timeout_ms / 1000
             )
-            if durable:
+            if outcome is FlushOutcome.DURABLE:
                 result.durability = Durability.FLUSHED
             else:
+                # Stored (readers may see it) but not known durable: never FLUSHED.
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                if outcome is FlushOutcome.FAILED:
+                    result.remark = self.disk_error or "its bytes were truncated before a sync"
         if replication is not None and result.status is PutStatus.PUT_OK:
             await replication.settle(result)
         return result
@@ -344,12 +382,25 @@ class MessageStore:
 
         For tools and tests that drive the store synchronously.
         """
-        result = self.commit_log.append(messages)
+        result = self._append(messages)
         if result.ok:
             self.dispatcher.dispatch_available()
             if self.replication is not None:
                 self.replication.notify_appended()
         return result
+
+    def _append(self, messages: Sequence[MessageToStore]) -> PutResult:
+        if self.disk_error is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_error)
+        try:
+            return self.commit_log.append(messages)
+        except OSError as error:
+            log.error("store at %s: cannot create the next commit log file: %s", self.root, error)
+            return PutResult(
+                PutStatus.CREATE_MAPPED_FILE_FAILED,
+                remark=f"cannot create the next commit log file ({error.strerror or error}); "
+                "free disk space or check the disk",
+            )
 
     def _schedule_dispatch(self) -> None:
         if self._dispatch_handle is None:

@@ -27,12 +27,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
-from pocketmq.common.durable import fsync_directory
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, write_file_durably
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +43,9 @@ class MetadataError(ValueError):
 class JsonFile:
     """A JSON document stored at `path`, with `.bak` as the crash fallback."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], fs: FileSystem = OS_FILE_SYSTEM) -> None:
         self.path = Path(os.fspath(path))
+        self._fs = fs
         self.backup_path = Path(f"{self.path}.bak")
         self.temp_path = Path(f"{self.path}.tmp")
         self._aside_path = Path(f"{self.path}.bak.tmp")
@@ -67,13 +67,13 @@ class JsonFile:
             MetadataError: a file exists but neither parses. The operator restores one from a
                 backup, or deletes both to start with empty metadata.
         """
-        main_value, main_problem = _read_json(self.path)
+        main_value, main_problem = _read_json(self._fs, self.path)
         if main_problem is None:
             self._main_may_be_good = True
             return main_value
         main_exists = not isinstance(main_problem, FileNotFoundError)
         self._main_may_be_good = not main_exists
-        backup_value, backup_problem = _read_json(self.backup_path)
+        backup_value, backup_problem = _read_json(self._fs, self.backup_path)
         if backup_problem is None:
             logger.warning(
                 "metadata file %s is %s; loaded the previous version from %s",
@@ -109,39 +109,40 @@ class JsonFile:
             # A torn prefix of a scalar (`12` of `123`) would parse; of an object it cannot.
             raise TypeError(f"metadata must be a JSON object or array, not {type(data).__name__}")
         content = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+        fs = self._fs
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            _write_durably(self.temp_path, content)
+            fs.make_dirs(self.path.parent)
+            write_file_durably(fs, self.temp_path, content)
             aside = self._main_may_be_good and self._set_main_aside()
-            os.replace(self.temp_path, self.path)
-            fsync_directory(self.path.parent)
+            fs.rename(self.temp_path, self.path)
+            fs.sync_directory(self.path.parent)
             self._main_may_be_good = True
             if aside:
-                os.replace(self._aside_path, self.backup_path)
-                fsync_directory(self.path.parent)
+                fs.rename(self._aside_path, self.backup_path)
+                fs.sync_directory(self.path.parent)
 
     def _set_main_aside(self) -> bool:
         """Hard-links (or copies) the current main file to the aside path; False if none."""
-        self._aside_path.unlink(missing_ok=True)
+        fs = self._fs
+        fs.remove(self._aside_path)
         try:
-            os.link(self.path, self._aside_path)
+            fs.link(self.path, self._aside_path)
         except FileNotFoundError:
             return False
         except OSError:
             # No hard links on this filesystem: a durable copy serves as well.
             try:
-                shutil.copyfile(self.path, self._aside_path)
+                content = fs.read_bytes(self.path)
             except FileNotFoundError:
                 return False
-            with open(self._aside_path, "rb+") as file:
-                os.fsync(file.fileno())
+            write_file_durably(fs, self._aside_path, content)
         return True
 
 
-def _read_json(path: Path) -> tuple[Any, Exception | None]:
+def _read_json(fs: FileSystem, path: Path) -> tuple[Any, Exception | None]:
     """(value, None) when `path` parses; (None, the reason) otherwise."""
     try:
-        data = path.read_bytes()
+        data = fs.read_bytes(path)
     except OSError as error:
         return None, error
     try:
@@ -158,22 +159,16 @@ def _describe(problem: Exception | None) -> str:
     return f"not valid JSON: {problem}"
 
 
-def _write_durably(path: Path, content: bytes) -> None:
-    with open(path, "wb") as file:
-        file.write(content)
-        file.flush()
-        os.fsync(file.fileno())
-
-
 class BrokerMetadataFiles:
     """The broker's metadata files under `<storePathRootDir>/config/`, with RocketMQ's names."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS_FILE_SYSTEM) -> None:
         self.directory = Path(os.fspath(directory))
-        self.topics = JsonFile(self.directory / "topics.json")
-        self.subscription_groups = JsonFile(self.directory / "subscriptionGroup.json")
-        self.consumer_offsets = JsonFile(self.directory / "consumerOffset.json")
-        self.delay_offsets = JsonFile(self.directory / "delayOffset.json")
+        self._fs = fs
+        self.topics = JsonFile(self.directory / "topics.json", fs)
+        self.subscription_groups = JsonFile(self.directory / "subscriptionGroup.json", fs)
+        self.consumer_offsets = JsonFile(self.directory / "consumerOffset.json", fs)
+        self.delay_offsets = JsonFile(self.directory / "delayOffset.json", fs)
 
     def all(self) -> list[JsonFile]:
         return [self.topics, self.subscription_groups, self.consumer_offsets, self.delay_offsets]
@@ -184,7 +179,7 @@ class BrokerMetadataFiles:
         Raises:
             MetadataError: a file and its `.bak` are both unreadable.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._fs.make_dirs(self.directory)
         loaded = {}
         for json_file in self.all():
             document = json_file.load()

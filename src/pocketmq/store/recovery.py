@@ -5,7 +5,11 @@
 - Abnormal recovery (the `abort` marker survived: the process died): scan, with body CRCs, from
   a safe point: the newest file whose first record is no newer than the checkpoint's oldest
   timestamp. The first record that is torn, corrupt or stale ends the log: the rest is cut.
-  Queues and index are then re-dispatched from the safe point (both ignore what they have).
+  Queues and index are then re-dispatched from the safe point (queues rewrite what they hold
+from there on, the index ignores what it has).
+
+Recovery marks nothing flushed: bytes found on disk after a crash may still sit only in the
+page cache. The store syncs what it recovered before it serves (`MessageStore.load`).
 
 A record is accepted only if its framing adds up, its magic code is known, its PHYSICALOFFSET
 is where it lies (stale bytes from before a truncation never pass) and, in abnormal recovery,
@@ -136,6 +140,7 @@ def _clear_torn_tail(mapped: MappedFile, position: int) -> int:
             break
         buf[end : end + n] = _ZERO_CHUNK[:n]
         end += n
+    mapped.sync()  # the torn bytes must not come back after another power loss
     return end - position
 
 
@@ -147,7 +152,8 @@ def _set_end(commit_log: CommitLog, end_offset: int) -> None:
         if mapped.file_from_offset > end_offset or (mapped.file_from_offset == end_offset and keep):
             mapped.destroy()
             continue
-        position = min(end_offset - mapped.file_from_offset, mapped.file_size)
-        mapped.wrote_position = mapped.flushed_position = position
+        mapped.wrote_position = min(end_offset - mapped.file_from_offset, mapped.file_size)
         keep.append(mapped)
+    if len(keep) < len(queue.files):
+        queue.fs.sync_directory(queue.directory)
     queue.files = keep

@@ -13,7 +13,6 @@ below it and moves its min offset, and the index drops files that end below it.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -100,7 +99,3 @@ class RetentionPolicy:
             else:
                 break  # files are in age order: the next ones are younger
         return chosen
-
-
-def file_mtime_ms(path: Path) -> int:
-    return os.stat(path).st_mtime_ns // 1_000_000

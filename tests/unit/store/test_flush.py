@@ -1,13 +1,15 @@
-"""Group commit: many writers share one fsync; a writer not released in time gets a timeout."""
+"""Group commit: many writers share one fsync; a writer not released in time gets a timeout;
+a failed sync or a truncation never answers a writer as durable."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pocketmq.store.flush import GroupCommitFlusher
+from pocketmq.store.flush import FlushOutcome, GroupCommitFlusher
 
 
 class FakeLog:
@@ -31,12 +33,12 @@ class FakeLog:
 def test_concurrent_writers_share_fsyncs() -> None:
     fake = FakeLog(flush_s=0.002)
 
-    async def run() -> list[bool]:
+    async def run() -> list[FlushOutcome]:
         with ThreadPoolExecutor(1) as executor:
             flusher = GroupCommitFlusher(fake.flush, lambda: fake.wrote, executor)
             flusher.start()
 
-            async def writer() -> bool:
+            async def writer() -> FlushOutcome:
                 fake.wrote += 100
                 return await flusher.wait_durable(fake.wrote, 5.0)
 
@@ -45,7 +47,7 @@ def test_concurrent_writers_share_fsyncs() -> None:
             return list(results)
 
     results = asyncio.run(run())
-    assert all(results)
+    assert set(results) == {FlushOutcome.DURABLE}
     assert fake.flushes <= 3  # 64 writers, not 64 fsyncs
 
 
@@ -53,7 +55,7 @@ def test_writer_times_out_when_flush_stalls() -> None:
     fake = FakeLog(flush_s=0)
     fake.blocked.clear()
 
-    async def run() -> bool:
+    async def run() -> FlushOutcome:
         with ThreadPoolExecutor(1) as executor:
             flusher = GroupCommitFlusher(fake.flush, lambda: fake.wrote, executor)
             flusher.start()
@@ -63,4 +65,48 @@ def test_writer_times_out_when_flush_stalls() -> None:
             await flusher.stop()
             return durable
 
-    assert asyncio.run(run()) is False
+    assert asyncio.run(run()) is FlushOutcome.TIMEOUT
+
+
+def test_failed_sync_fails_every_writer_and_stays_failed() -> None:
+    """After an fsync error the pages may be gone: no later success may be trusted."""
+    calls = []
+    failures: list[OSError] = []
+
+    def flush() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(errno.EIO, "I/O error")
+        return 1_000
+
+    async def run() -> list[FlushOutcome]:
+        with ThreadPoolExecutor(1) as executor:
+            flusher = GroupCommitFlusher(flush, lambda: 1_000, executor, failures.append)
+            flusher.start()
+            first = await asyncio.gather(*(flusher.wait_durable(n, 5.0) for n in (10, 20)))
+            later = await flusher.wait_durable(30, 5.0)
+            await flusher.stop()
+            return [*first, later]
+
+    assert asyncio.run(run()) == [FlushOutcome.FAILED] * 3
+    assert len(calls) == 1  # never retried
+    assert [f.errno for f in failures] == [errno.EIO]
+
+
+def test_writers_past_a_truncated_end_are_not_durable() -> None:
+    wrote = 100
+
+    def flush() -> int:
+        return wrote
+
+    async def run() -> FlushOutcome:
+        nonlocal wrote
+        with ThreadPoolExecutor(1) as executor:
+            flusher = GroupCommitFlusher(flush, lambda: wrote, executor)
+            flusher.start()
+            wrote = 50  # the log was cut back before the sync ran
+            outcome = await flusher.wait_durable(100, 5.0)
+            await flusher.stop()
+            return outcome
+
+    assert asyncio.run(run()) is FlushOutcome.FAILED

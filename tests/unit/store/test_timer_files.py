@@ -160,7 +160,7 @@ def test_a_wheel_file_of_another_size_is_refused_and_recreate_empties_it(tmp_pat
     wheel = TimerWheel(tmp_path / "wheel", slot_count=10, precision_ms=1000)
     wheel.put(3_000, 0, 0, 1)
     wheel.close()
-    with pytest.raises(WheelGeometryError, match="10 slots"):
+    with pytest.raises(WheelGeometryError, match="320 bytes, expected 640"):
         TimerWheel(tmp_path / "wheel", slot_count=20, precision_ms=1000)
     fresh = TimerWheel.recreate(tmp_path / "wheel", slot_count=20, precision_ms=1000)
     assert fresh.get(3_000).empty

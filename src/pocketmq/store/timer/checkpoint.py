@@ -15,13 +15,13 @@ it survive a power loss and is blocking.
 
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
+
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 PAGE_SIZE: Final = 4096
 _COPY_OFFSETS: Final = (0, 128)
@@ -61,18 +61,22 @@ class TimerProgress:
 class TimerCheckpoint:
     """The checkpoint file; `progress` is the last saved value."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, fs: FileSystem = OS_FILE_SYSTEM) -> None:
         """Opens the checkpoint at `path` (created empty when missing)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fs.make_dirs(path.parent)
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if os.fstat(self._fd).st_size < PAGE_SIZE:
-                os.ftruncate(self._fd, PAGE_SIZE)
-            self._buffer = mmap.mmap(self._fd, PAGE_SIZE)
-        except BaseException:
-            os.close(self._fd)
-            raise
+        if not fs.exists(path):
+            create_sized_file(fs, path, PAGE_SIZE)
+        else:
+            handle = fs.open(path)
+            try:
+                if handle.size() != PAGE_SIZE:
+                    handle.truncate(PAGE_SIZE)
+                    handle.sync()
+            finally:
+                handle.close()
+        self._region = fs.map(path, PAGE_SIZE)
+        self._buffer = self._region.buffer
         self._closed = False
         self._seq = 0
         self._next_copy = 0
@@ -135,11 +139,10 @@ class TimerCheckpoint:
     def flush(self) -> None:
         """Makes the last save durable. Blocking."""
         if not self._closed:
-            self._buffer.flush()
+            self._region.sync()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._buffer.close()
-        os.close(self._fd)
+        self._region.close()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.mapped_file import MappedFile, MappedFileQueue
 
 ENTRY_SIZE: Final = 48
@@ -45,7 +46,6 @@ FLAG_IMMEDIATE: Final = 0x4
 _ENTRY: Final = struct.Struct(">HHqqqiqII")
 _CRC_COVERED: Final = ENTRY_SIZE - 4
 _SCAN_CHUNK_ENTRIES: Final = 4096
-_CAN_DROP_PAGES: Final = hasattr(mmap, "MADV_DONTNEED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +110,10 @@ def decode_entry(data: bytes | bytearray | mmap.mmap, offset: int = 0) -> TimerE
 class TimerLog:
     """The entries of one timer log directory."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, fs: FileSystem = OS_FILE_SYSTEM) -> None:
         if file_size < ENTRY_SIZE:
             raise ValueError(f"timer log file size {file_size} is below one entry")
-        self.files = MappedFileQueue(directory, file_size)
+        self.files = MappedFileQueue(directory, file_size, fs=fs)
         self.file_size = file_size
         # The part of each file that holds entries; the rest of the file stays unused.
         self.usable_bytes = file_size - file_size % ENTRY_SIZE
@@ -151,7 +151,7 @@ class TimerLog:
             return False
         if within > self.usable_bytes:
             within = self.file_size
-        last.wrote_position = last.flushed_position = within
+        last.wrote_position = within
         return True
 
     def recover_end(self) -> int:
@@ -175,21 +175,25 @@ class TimerLog:
                 continue
             if start <= end <= start + self.file_size:
                 within = end - start
-                self._zero_stale(mapped, within)
-                mapped.wrote_position = mapped.flushed_position = (
-                    self.file_size if within >= self.usable_bytes else within
-                )
+                if self._zero_stale(mapped, within):
+                    mapped.sync()  # stale entries must not come back after a power loss
+                mapped.wrote_position = self.file_size if within >= self.usable_bytes else within
             keep.append(mapped)
+        if len(keep) < len(self.files.files):
+            self.files.fs.sync_directory(self.files.directory)
         self.files.files = keep
 
-    def _zero_stale(self, mapped: MappedFile, within: int) -> None:
+    def _zero_stale(self, mapped: MappedFile, within: int) -> bool:
+        """Zeroes entries from `within` to the first all-zero one; True if any was zeroed."""
         zero = bytes(ENTRY_SIZE)
         buffer = mapped.buffer
+        start = within
         while within + ENTRY_SIZE <= self.usable_bytes:
             if buffer[within : within + ENTRY_SIZE] == zero:
-                return
+                break
             buffer[within : within + ENTRY_SIZE] = zero
             within += ENTRY_SIZE
+        return within > start
 
     # -- entries ---------------------------------------------------------------------------
     def append(self, entry: TimerEntry) -> int:
@@ -267,12 +271,8 @@ class TimerLog:
         process's resident memory would grow by 48 bytes per pending timer.
         """
         self.files.flush()
-        if not _CAN_DROP_PAGES:
-            return
         for mapped in list(self.files.files):
-            durable = mapped.flushed_position - mapped.flushed_position % mmap.PAGESIZE
-            if durable > 0:
-                mapped.buffer.madvise(mmap.MADV_DONTNEED, 0, durable)
+            mapped.drop_pages(mapped.flushed_position)
 
     def close(self) -> None:
         self.files.close()

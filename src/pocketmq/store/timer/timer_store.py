@@ -152,7 +152,8 @@ class TimerMessageStore:
         )
         self.flush_interval_s = config.timer_flush_interval_ms / 1000
         self.root = Path(config.store_path_root_dir) / "timer"
-        self.log = TimerLog(self.root / "log", config.mapped_file_size_timer_log)
+        self._fs = store.fs
+        self.log = TimerLog(self.root / "log", config.mapped_file_size_timer_log, fs=self._fs)
         self._wheel: TimerWheel | None = None
         self._checkpoint: TimerCheckpoint | None = None
         self.enqueue_offset = 0
@@ -189,8 +190,8 @@ class TimerMessageStore:
         After a clean stop with an unchanged geometry the wheel is used as it is; otherwise
         the log is cut at its last valid entry and the wheel rebuilt from it.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        checkpoint = self._checkpoint = TimerCheckpoint(self.root / "checkpoint")
+        self._fs.make_dirs(self.root)
+        checkpoint = self._checkpoint = TimerCheckpoint(self.root / "checkpoint", fs=self._fs)
         saved = checkpoint.progress
         self.log.load()
         now_ms = self._clock.now_ms()
@@ -204,7 +205,7 @@ class TimerMessageStore:
             read_time = now_ms - now_ms % self.precision_ms
         wheel: TimerWheel | None
         try:
-            wheel = TimerWheel(self.root / "wheel", self.slot_count, self.precision_ms)
+            wheel = TimerWheel(self.root / "wheel", self.slot_count, self.precision_ms, fs=self._fs)
         except WheelGeometryError:
             wheel = None
         reuse = (
@@ -222,7 +223,9 @@ class TimerMessageStore:
             if wheel is not None:
                 wheel.close()
             end = self.log.recover_end()
-            wheel = TimerWheel.recreate(self.root / "wheel", self.slot_count, self.precision_ms)
+            wheel = TimerWheel.recreate(
+                self.root / "wheel", self.slot_count, self.precision_ms, fs=self._fs
+            )
             rebuilt = rebuild_wheel(self.log, wheel, read_time)
             enqueue_offset = (
                 rebuilt.max_queue_offset + 1 if rebuilt.entries else saved.enqueue_offset

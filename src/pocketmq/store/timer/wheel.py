@@ -19,12 +19,12 @@ in place without a journal; `flush` (msync) is blocking and runs on a flush thre
 
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 SLOT_SIZE: Final = 32
 SLOT_MAGIC: Final = 0x7157E1F0
@@ -53,7 +53,9 @@ class Slot:
 class TimerWheel:
     """The slots of one wheel file; see the module docstring for the layout."""
 
-    def __init__(self, path: Path, slot_count: int, precision_ms: int) -> None:
+    def __init__(
+        self, path: Path, slot_count: int, precision_ms: int, *, fs: FileSystem = OS_FILE_SYSTEM
+    ) -> None:
         """Opens (creating it sparse when missing) the wheel file at `path`.
 
         Raises:
@@ -66,34 +68,32 @@ class TimerWheel:
         self.slot_count = slot_count
         self.precision_ms = precision_ms
         self.size_bytes = slot_count * SLOT_SIZE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fs.make_dirs(path.parent)
+        # A new file holds no pointers: a wheel that should have some must be rebuilt.
+        self.created = not fs.exists(path)
+        if self.created:
+            create_sized_file(fs, path, self.size_bytes)
         try:
-            actual = os.fstat(self._fd).st_size
-            # A new file holds no pointers: a wheel that should have some must be rebuilt.
-            self.created = actual == 0
-            if actual == 0:
-                os.ftruncate(self._fd, self.size_bytes)
-            elif actual != self.size_bytes:
-                raise WheelGeometryError(
-                    f"{path} has {actual // SLOT_SIZE} slots, the configuration asks for "
-                    f"{slot_count}"
-                )
-            self._buffer = mmap.mmap(self._fd, self.size_bytes)
-        except BaseException:
-            os.close(self._fd)
-            raise
+            self._region = fs.map(path, self.size_bytes)
+        except ValueError as exc:
+            raise WheelGeometryError(
+                f"{exc}: the wheel file was written for another slot count than the "
+                f"configured {slot_count}"
+            ) from exc
+        self._buffer = self._region.buffer
         self._closed = False
 
     @classmethod
-    def recreate(cls, path: Path, slot_count: int, precision_ms: int) -> TimerWheel:
+    def recreate(
+        cls, path: Path, slot_count: int, precision_ms: int, *, fs: FileSystem = OS_FILE_SYSTEM
+    ) -> TimerWheel:
         """An all-empty wheel at `path`, replacing whatever was there (before a rebuild).
 
         The file is cut to zero and extended again, so its slots are zero without writing
         every page.
         """
-        path.unlink(missing_ok=True)
-        return cls(path, slot_count, precision_ms)
+        fs.remove(path)
+        return cls(path, slot_count, precision_ms, fs=fs)
 
     # -- slots -----------------------------------------------------------------------------
     def slot_time(self, time_ms: int) -> int:
@@ -149,11 +149,10 @@ class TimerWheel:
     def flush(self) -> None:
         """Writes the mapped pages back to disk. Blocking."""
         if not self._closed:
-            self._buffer.flush()
+            self._region.sync()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._buffer.close()
-        os.close(self._fd)
+        self._region.close()

@@ -1,0 +1,283 @@
+"""The file-system port: every file the store, the metadata, the timer log and Raft keep.
+
+Durability claims rest on a handful of calls (`sync` of a file, `sync_directory` after a
+creation, rename or deletion), so they all go through a `FileSystem`. `OsFileSystem` is the
+real one; `pocketmq.testing.simulated_disk.SimulatedDisk` keeps, per file and directory, what
+was written and what was synced, and on a simulated power loss keeps only what a real disk may
+have kept. It also injects slow and failing calls (ENOSPC, EIO).
+
+Hot paths stay direct: an append writes into the `buffer` of a `MappedRegion` (an `mmap`), so
+the port costs nothing per message; only opening, syncing, renaming and deleting go through it.
+
+Invariant the callers keep: a byte is reported durable only after a `sync` of its file returned,
+and a file (or a deletion, or a rename) only after a `sync_directory` of its directory returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+Buffer = mmap.mmap | bytearray
+
+
+class FileHandle(Protocol):
+    """An open file, read and written at explicit positions."""
+
+    def pread(self, size: int, offset: int) -> bytes: ...
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        """Writes all of `data` at `offset`. Raises OSError (ENOSPC, EIO)."""
+        ...
+
+    def size(self) -> int: ...
+
+    def truncate(self, size: int) -> None:
+        """Sets the length: cuts, or extends with zeros (sparse)."""
+        ...
+
+    def sync(self) -> None:
+        """`fdatasync`: what was written (and the length) survives a power loss."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MappedRegion(Protocol):
+    """A whole file mapped into memory; writes to `buffer` land in the page cache."""
+
+    buffer: Buffer
+
+    def sync(self) -> None:
+        """Makes every byte written to `buffer` durable. Blocking."""
+        ...
+
+    def drop_pages(self, end: int) -> None:
+        """Lets go of this process's pages before `end` (they stay in the page cache)."""
+        ...
+
+    def close(self) -> None:
+        """Unmaps (when no view is left) and closes; idempotent."""
+        ...
+
+
+class FileSystem(Protocol):
+    """The calls that make and keep files; paths are absolute or relative `Path`s."""
+
+    def open(self, path: Path, *, create: bool = False) -> FileHandle:
+        """Opens `path` for reading and writing. Raises FileNotFoundError without `create`."""
+        ...
+
+    def map(self, path: Path, size: int) -> MappedRegion:
+        """Maps the existing file `path`, which must be exactly `size` bytes.
+
+        Raises:
+            ValueError: the file has another size (the message names both).
+        """
+        ...
+
+    def read_bytes(self, path: Path) -> bytes: ...
+
+    def exists(self, path: Path) -> bool: ...
+
+    def is_dir(self, path: Path) -> bool: ...
+
+    def list_dir(self, path: Path) -> list[str]:
+        """Names in `path`, sorted; empty when it does not exist."""
+        ...
+
+    def make_dirs(self, path: Path) -> None:
+        """Creates `path` and its missing parents, each creation made durable."""
+        ...
+
+    def remove(self, path: Path) -> None:
+        """Deletes the file `path` if it exists (durable after `sync_directory`)."""
+        ...
+
+    def rename(self, source: Path, target: Path) -> None:
+        """Atomically replaces `target` by `source` (durable after `sync_directory`)."""
+        ...
+
+    def link(self, source: Path, target: Path) -> None:
+        """A second name for `source`. Raises OSError where hard links are not supported."""
+        ...
+
+    def sync_directory(self, path: Path) -> None:
+        """Makes creations, renames and deletions in `path` durable."""
+        ...
+
+    def mtime_ms(self, path: Path) -> int: ...
+
+
+# -- the real file system ------------------------------------------------------------------
+
+
+class OsFile:
+    """A file descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view = view[written:]
+            offset += written
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def sync(self) -> None:
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class OsMappedRegion:
+    """An `mmap` of a file, synced with `fdatasync` on its descriptor.
+
+    Linux writes back pages dirtied through a shared mapping on `fdatasync` of the file, and
+    the call releases the GIL, so a flush thread never stalls the event loop.
+    """
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self._fd = fd
+        self.buffer: Buffer = mmap.mmap(fd, size)
+
+    def sync(self) -> None:
+        if self._fd >= 0:
+            os.fdatasync(self._fd)
+
+    def drop_pages(self, end: int) -> None:
+        end -= end % mmap.PAGESIZE
+        if end > 0 and hasattr(mmap, "MADV_DONTNEED") and isinstance(self.buffer, mmap.mmap):
+            self.buffer.madvise(mmap.MADV_DONTNEED, 0, end)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self.buffer.close()  # type: ignore[union-attr]
+        except BufferError:
+            # A reader still holds a view; the mapping goes away when it drops the view.
+            log.debug("mapping of %s still exported; left to the garbage collector", self.path)
+        os.close(self._fd)
+        self._fd = -1
+
+
+class OsFileSystem:
+    """The machine's file system (POSIX; directory syncs are skipped where unsupported)."""
+
+    def open(self, path: Path, *, create: bool = False) -> FileHandle:
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        return OsFile(os.open(path, flags, 0o644))
+
+    def map(self, path: Path, size: int) -> MappedRegion:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                raise ValueError(f"{path} is {actual} bytes, expected {size}")
+            return OsMappedRegion(path, fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read_bytes(self, path: Path) -> bytes:
+        return path.read_bytes()
+
+    def exists(self, path: Path) -> bool:
+        return path.exists()
+
+    def is_dir(self, path: Path) -> bool:
+        return path.is_dir()
+
+    def list_dir(self, path: Path) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def make_dirs(self, path: Path) -> None:
+        if path.is_dir():
+            return
+        missing = []
+        current = path
+        while not current.exists():
+            missing.append(current)
+            current = current.parent
+        for directory in reversed(missing):
+            directory.mkdir(exist_ok=True)
+            self.sync_directory(directory.parent)
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def rename(self, source: Path, target: Path) -> None:
+        os.replace(source, target)
+
+    def link(self, source: Path, target: Path) -> None:
+        os.link(source, target)
+
+    def sync_directory(self, path: Path) -> None:
+        if os.name != "posix":
+            return  # Windows cannot open a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def mtime_ms(self, path: Path) -> int:
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
+OS_FILE_SYSTEM = OsFileSystem()
+"""Stateless; shared by everything that is not given another file system."""
+
+
+# -- durable patterns ----------------------------------------------------------------------
+
+
+def create_sized_file(fs: FileSystem, path: Path, size: int) -> None:
+    """Creates `path` as `size` zero bytes, durably, and never as a short file.
+
+    Sized and synced under a temporary name, renamed, then the directory synced: after a
+    crash the file is either absent or whole (loaders delete leftover `.tmp` files).
+    """
+    temporary = path.with_name(path.name + ".tmp")
+    handle = fs.open(temporary, create=True)
+    try:
+        handle.truncate(size)
+        handle.sync()
+    finally:
+        handle.close()
+    fs.rename(temporary, path)
+    fs.sync_directory(path.parent)
+
+
+def write_file_durably(fs: FileSystem, path: Path, content: bytes) -> None:
+    """Writes `content` as the whole of `path` and syncs it (the name is not synced)."""
+    handle = fs.open(path, create=True)
+    try:
+        handle.truncate(0)
+        handle.pwrite(content, 0)
+        handle.sync()
+    finally:
+        handle.close()
