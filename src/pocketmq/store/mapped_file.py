@@ -331,7 +331,11 @@ class MappedFileQueue:
 
     def close(self) -> None:
         if self._next is not None:
-            self._take_preallocated(-1)
+            try:
+                self._take_preallocated(-1)
+            except OSError as error:
+                # Harmless: recovery deletes an empty file past the end of the log.
+                log.warning("could not delete the preallocated file: %s", error)
         if self._allocator is not None:
             self._allocator.shutdown(wait=True)
         for mapped in self.files:

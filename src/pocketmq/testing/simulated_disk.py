@@ -15,7 +15,8 @@ real machine could find after the power came back:
 
 After a power loss every call made through the old files raises EIO, and writes into old
 mappings go nowhere, as they would in a process that died with the machine; `reboot()` then
-returns the disk as found, for a new store to recover from.
+returns the disk as found, for a new store to recover from. `crash_process()` is SIGKILL: the
+page cache survives, synced or not, which is why SIGKILL alone can never prove an fsync.
 
 Faults: `fail(operation, errno)` makes the next calls of one kind fail (EIO or ENOSPC on
 `write`, `sync`, `create`, `rename`, `sync_directory`); `sync_delay_s` slows every sync.
@@ -84,6 +85,7 @@ class SimulatedDisk:
         self._powered = True
         self._faults: list[_Fault] = []
         self._lose_power_at: int | None = None
+        self._process_only = False
         self._crashed_root: _Directory | None = None
         self.calls = 0
         self.sync_delay_s = 0.0
@@ -91,9 +93,11 @@ class SimulatedDisk:
         """Every path synced, in order (what a test checks a flush touched)."""
 
     # -- power ----------------------------------------------------------------------------
-    def lose_power_at(self, call: int) -> None:
-        """Loses power just before the `call`-th call from now (1 is the next one)."""
+    def lose_power_at(self, call: int, *, process_only: bool = False) -> None:
+        """Loses power (or, with `process_only`, crashes the process) just before the
+        `call`-th call from now (1 is the next one)."""
         self._lose_power_at = self.calls + call
+        self._process_only = process_only
 
     def power_loss(self) -> None:
         """The power goes now: later calls raise EIO until `reboot`."""
@@ -102,12 +106,19 @@ class SimulatedDisk:
                 self._crashed_root = self._crash_directory(self._root, {})
                 self._powered = False
 
+    def crash_process(self) -> None:
+        """The process dies now (SIGKILL): later calls raise EIO until `reboot`, and the page
+        cache, synced or not, stays as it is."""
+        with self._lock:
+            self._powered = False
+
     @property
     def powered(self) -> bool:
         return self._powered
 
     def reboot(self) -> None:
-        """Brings the disk back as the power loss left it (a no-op if power never went)."""
+        """Brings the disk back as the power loss left it, or after a process crash as the
+        page cache was; files opened before stay dead."""
         with self._lock:
             if self._crashed_root is not None:
                 self._root = self._crashed_root
@@ -171,7 +182,10 @@ class SimulatedDisk:
         self.calls += 1
         if self._lose_power_at is not None and self.calls >= self._lose_power_at:
             self._lose_power_at = None
-            self.power_loss()
+            if self._process_only:
+                self.crash_process()
+            else:
+                self.power_loss()
         if not self._powered or (epoch is not None and epoch != self._epoch):
             raise PowerLost(errnos.EIO, "simulated power loss", str(path))
         for fault in self._faults:
