@@ -1,14 +1,13 @@
 """Batch and streaming writes: rows become messages, sent from the tasks in batches.
 
 The streaming sink publishes each micro-batch once even when Spark runs it again after a crash.
-Every task sends its rows in chunks, each chunk one batch request (stored whole or not at all)
-to one queue chosen by the task's partition, each message tagged `SPARK_SINK` =
-`<sinkId>/<query>/<batchId>/<partition>/<chunk>` (`<query>` from Spark's query id, which a
-checkpoint keeps across restarts and a new checkpoint renews). Before sending, a task skips the
-whole batch if the sink recorded it as committed for this query, and otherwise the chunks already
-in its queue after the sink's last recorded position. The commit records the batch id first,
-then the new positions (as the consumer offsets of groups named after the sink), so a crash
-between the two can only make a later scan start earlier."""
+Every task sends its rows in chunks (`sink_chunks.py`), each chunk one batch request (stored
+whole or not at all) to one queue chosen by the task's partition, each message tagged with its
+task, its rows and their digest. Before sending, a task skips the whole batch if the sink
+recorded it as committed for this query, and otherwise the rows of chunks already stored in any
+queue after the sink's last recorded positions (a queue added since the crash included). The
+commit records the batch id first, then the new positions (as the consumer offsets of groups
+named after the sink), so a crash between the two can only make a later scan start earlier."""
 
 from __future__ import annotations
 
@@ -34,12 +33,22 @@ from pocketmq.spark.cluster import Cluster
 from pocketmq.spark.offsets import parse_queue_key, queue_key
 from pocketmq.spark.options import WriteOptions
 from pocketmq.spark.rows import to_messages
+from pocketmq.spark.sink_chunks import (
+    SINK_PROPERTY,
+    StoredChunk,
+    chunk_tag,
+    parse_chunk_tag,
+    plan_chunks,
+    task_tag,
+)
 
-SINK_PROPERTY = "SPARK_SINK"
 PAUSE_AFTER_COMMIT = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_COMMIT"
 """Fault tests only: `<batchId>:<file>` makes the sink, once it committed that batch, create the
 file and wait, so the test can kill the driver before Spark records the batch."""
-CHUNK_BYTES = 1 << 20
+PAUSE_AFTER_CHUNKS = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_CHUNKS"
+"""Fault tests only: `<batchId>:<chunks>:<file>` makes each task of that batch, once that many
+of its chunks are stored, create the file and wait, so the test can kill the driver with the
+batch partly written."""
 IN_FLIGHT = 8
 """Batch sends a task keeps in flight: the broker stores one while the next travels."""
 SEND_TIMEOUT_S = 120.0
@@ -84,6 +93,7 @@ class _Sender:
         try:
             stored, end = flying.result(SEND_TIMEOUT_S)
         except Exception as exc:  # the task fails; Spark reports this message
+            self._settle_rest()
             raise RuntimeError(
                 f"pocketmq sink: sending {rows} rows to {self.topic or 'their topics'} failed: "
                 f"{exc}. Check that the topic exists and the broker accepts writes "
@@ -93,18 +103,15 @@ class _Sender:
         self.sent.rows += rows
         self.sent.ends[key] = max(end, self.sent.ends.get(key, 0))
 
-
-def _chunks(messages: Iterator[Message], rows: int) -> Iterator[list[Message]]:
-    chunk: list[Message] = []
-    size = 0
-    for message in messages:
-        if chunk and (len(chunk) >= rows or size + len(message.body) > CHUNK_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(message)
-        size += len(message.body)
-    if chunk:
-        yield chunk
+    def _settle_rest(self) -> None:
+        """Waits for the sends still in flight, whatever their outcome: a send that lands after
+        the task failed would be missed by the scan of the task's next attempt, and sent twice."""
+        while self._flying:
+            _, flying = self._flying.popleft()
+            try:
+                flying.result(SEND_TIMEOUT_S)
+            except Exception:  # noqa: BLE001  (the first failure is the one reported)
+                continue
 
 
 def _by_topic(chunk: list[Message]) -> dict[str, list[Message]]:
@@ -122,7 +129,8 @@ class BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
         sender = _Sender(Cluster.of(self.options.namesrv), self.options.topic, IN_FLIGHT)
-        for chunk in _chunks(_messages(iterator, self.options.topic), self.options.batch_rows):
+        messages = _messages(iterator, self.options.topic)
+        for _first, chunk in plan_chunks(messages, {}, rows_max=self.options.batch_rows):
             for batch in _by_topic(chunk).values():
                 sender.send(batch)
         return sender.finish()
@@ -175,34 +183,45 @@ class StreamWriter(DataSourceStreamArrowWriter):
         if marker > batch_id:
             return Sent(query=query)  # Spark runs again a batch committed: published already
         queue = queues[partition % len(queues)]
-        tag = f"{self.sink_id}/{query}/{batch_id}/{partition}/"
-        present = self._chunks_present(cluster, queue, tag)
+        tag = task_tag(self.sink_id, query, batch_id, partition)
+        stored = self._chunks_stored(cluster, tag)
         sender = _Sender(cluster, self.topic, IN_FLIGHT)
         sender.sent.query = query
-        messages = _messages(iterator, self.topic)
-        for number, chunk in enumerate(_chunks(messages, self.options.batch_rows)):
-            if number in present:
-                continue
+        pause = _ChunkPause(batch_id)
+        chunks = plan_chunks(
+            _messages(iterator, self.topic),
+            stored,
+            rows_max=self.options.batch_rows,
+        )
+        for first, chunk in chunks:
+            value = chunk_tag(tag, first, chunk)
             for message in chunk:
-                message.properties[SINK_PROPERTY] = f"{tag}{number}"
                 if message.topic != self.topic:
                     raise ValueError(
                         f"the streaming sink writes to its topic option ({self.topic}); a row "
                         f"asks for {message.topic}"
                     )
+                message.properties[SINK_PROPERTY] = value
             sender.send(chunk, queue)
+            pause.after_chunk(sender)
         return sender.finish()
 
-    def _chunks_present(self, cluster: Cluster, queue: MessageQueue, tag: str) -> set[int]:
-        """Chunks of this task's batch already in `queue` (a run before a crash sent them)."""
-        bound = next(b for b in cluster.bounds([self.topic]) if b.queue == queue)
-        start = cluster.consumer_offset(self._positions_group, queue)
-        start = bound.min_offset if start is None else max(start, bound.min_offset)
-        found: set[int] = set()
-        for message in cluster.read(queue, start, bound.max_offset, fail_on_data_loss=False):
-            value = message.properties.get(SINK_PROPERTY, "")
-            if value.startswith(tag):
-                found.add(int(value[len(tag) :]))
+    def _chunks_stored(self, cluster: Cluster, tag: str) -> dict[int, StoredChunk]:
+        """Chunks of this task's batch already stored by an attempt before a crash, by first
+        row. Every queue is read from the sink's last committed position in it: a replay may
+        send to another queue than its first attempt did (queues were added meanwhile)."""
+        found: dict[int, StoredChunk] = {}
+        for bound in cluster.bounds([self.topic]):
+            start = cluster.consumer_offset(self._positions_group, bound.queue)
+            start = bound.min_offset if start is None else max(start, bound.min_offset)
+            if start >= bound.max_offset:
+                continue
+            for message in cluster.read(
+                bound.queue, start, bound.max_offset, fail_on_data_loss=False
+            ):
+                chunk = parse_chunk_tag(message.properties.get(SINK_PROPERTY, ""), tag)
+                if chunk is not None:
+                    found[chunk.first] = chunk
         return found
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -238,6 +257,26 @@ def _committed_batches(cluster: Cluster, group: str, queues: list[MessageQueue])
 def _query_tag(query_id: str | None) -> str:
     """A short, group-name-safe form of Spark's query id."""
     return hashlib.sha256((query_id or "").encode()).hexdigest()[:12]
+
+
+class _ChunkPause:
+    """The `PAUSE_AFTER_CHUNKS` fault hook (inert unless the variable names this batch)."""
+
+    def __init__(self, batch_id: int) -> None:
+        wanted, _, rest = os.environ.get(PAUSE_AFTER_CHUNKS, "").partition(":")
+        chunks, _, self._path = rest.partition(":")
+        self._after = int(chunks) if wanted and int(wanted) == batch_id and self._path else 0
+        self._sent = 0
+
+    def after_chunk(self, sender: _Sender) -> None:
+        if not self._after:
+            return
+        self._sent += 1
+        if self._sent == self._after:
+            sender.finish()  # the chunks are stored
+            with open(self._path, "a") as marker:
+                marker.write(f"{self._sent}\n")
+            time.sleep(600)
 
 
 def _pause_for_fault_test(batch_id: int) -> None:
