@@ -1,20 +1,20 @@
-"""The streaming sink's chunks: how a task's rows are cut into batch sends, how each send is
+"""The streaming sink's chunks: how a task's rows are cut into batch sends, how each message is
 tagged, and how a task run again skips exactly the rows an earlier attempt stored.
 
-A chunk is the rows `[first, first + count)` of one task's input (its partition of one
-micro-batch), sent as one batch request, which a broker stores whole or not at all. Every
-message of it carries the property `SPARK_SINK` =
-`<sinkId>/<query>/<batchId>/<partition>/<first>+<count>/<digest>`, where `<digest>` hashes the
-chunk's messages. A new attempt of the task reads back the chunks stored for its
-`<sinkId>/<query>/<batchId>/<partition>/` and cuts its own rows around them: a stored range is
-skipped (after checking its digest against the rows it would send), only the gaps are sent. So
-a replay publishes each row once even with another `batchSize`, wherever (in whichever queue) the
-first attempt put its chunks.
+Every message the sink sends carries the property `SPARK_SINK` =
+`<sinkId>/<query>/<batchId>/<partition>/<digest>`, where `<digest>` hashes what the row carries
+(topic, body, tags, keys, user properties). A new attempt of a task reads back the digests
+stored for its `<sinkId>/<query>/<batchId>/<partition>/` (in every queue) and sends only its
+rows beyond them, counting equal rows: a row that appears three times and was stored twice is
+sent once more. The comparison is by content, so it holds whatever order the rows come in (after
+a shuffle Spark does not keep the order within a partition) and whatever `batchSize` either
+attempt used.
 
-What cannot hold is a replay that brings other rows, or the same rows in another order, into a
-partition than the first attempt did: after a shuffle Spark does not promise the order within a
-partition. The digests notice it, and the task fails with `ReplayMismatch` instead of publishing
-some rows twice and others never.
+What cannot hold is a replay whose partition holds other rows than its first attempt stored
+(rows placed in partitions by something that changes between runs: a random number, the
+current time): the rows the first attempt stored would then be sent again by another
+partition. A replay that lacks a row its first attempt stored is refused with `ReplayMismatch`
+before it sends anything.
 
 Pure: no Spark, no network.
 """
@@ -22,8 +22,8 @@ Pure: no Spark, no network.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from pocketmq.client.message import Message
@@ -36,120 +36,88 @@ class ReplayMismatch(RuntimeError):
     """A task run again does not bring the rows its earlier attempt stored."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredChunk:
-    """A chunk found in the topic: rows `[first, first + count)`, and their digest."""
-
-    first: int
-    count: int
-    digest: str
-
-
 def task_tag(sink_id: str, query: str, batch_id: int, partition: int) -> str:
-    """The prefix of every chunk tag of one task."""
+    """The prefix of every `SPARK_SINK` value of one task."""
     return f"{sink_id}/{query}/{batch_id}/{partition}/"
 
 
-def chunk_tag(prefix: str, first: int, messages: list[Message]) -> str:
-    return f"{prefix}{first}+{len(messages)}/{chunk_digest(messages)}"
+def row_digest(message: Message) -> str:
+    """A hash of what the row carries: topic, body, tags, keys and user properties."""
+    digest = hashlib.blake2b(digest_size=10)
+    properties = sorted((k, v) for k, v in message.properties.items() if k != SINK_PROPERTY)
+    for part in (message.topic, message.tags or "", message.keys_text or "", repr(properties)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(message.body)
+    return digest.hexdigest()
 
 
-def parse_chunk_tag(value: str, prefix: str) -> StoredChunk | None:
-    """The chunk a `SPARK_SINK` value names, if it belongs to the task of `prefix`."""
+def stored_digest(value: str, prefix: str) -> str | None:
+    """The row digest a `SPARK_SINK` value carries, if it belongs to the task of `prefix`."""
     if not value.startswith(prefix):
         return None
-    span, _, digest = value[len(prefix) :].partition("/")
-    first, plus, count = span.partition("+")
-    if not (plus and first.isdigit() and count.isdigit() and digest):
+    digest = value[len(prefix) :]
+    if len(digest) != 20 or not digest.isalnum():
         raise ReplayMismatch(
-            f"a chunk of this batch ({value}) was written by an older version of the sink: "
+            f"a row of this batch ({value}) was written by an older version of the sink: "
             "finish the batch with that version, or start the query from a new checkpoint"
         )
-    return StoredChunk(int(first), int(count), digest)
-
-
-def chunk_digest(messages: Iterable[Message]) -> str:
-    """A hash of what the messages carry (topic, body, tags, keys, user properties)."""
-    digest = hashlib.blake2b(digest_size=8)
-    for message in messages:
-        keys = message.keys_text or ""
-        properties = sorted((k, v) for k, v in message.properties.items() if k != SINK_PROPERTY)
-        for part in (message.topic, message.tags or "", keys, repr(properties)):
-            digest.update(part.encode())
-            digest.update(b"\0")
-        digest.update(len(message.body).to_bytes(8, "big"))
-        digest.update(message.body)
-    return digest.hexdigest()
+    return digest
 
 
 def plan_chunks(
     messages: Iterable[Message],
-    stored: dict[int, StoredChunk],
+    stored: Counter[str],
     *,
     rows_max: int,
     bytes_max: int = CHUNK_BYTES,
-) -> Iterator[tuple[int, list[Message]]]:
-    """The chunks still to send, as (first row, messages), skipping the stored ones.
+    prefix: str = "",
+) -> Iterator[list[Message]]:
+    """The chunks still to send, each message tagged with `prefix` and its digest (when a
+    prefix is given), skipping the rows an earlier attempt stored.
+
+    Without stored rows the messages stream through; with some, the task's rows are gathered
+    first (a replay is rare), so that a mismatch is found before anything is sent.
 
     Args:
-        messages: The task's rows as messages, in the task's order.
-        stored: Chunks an earlier attempt stored, by first row.
+        messages: The task's rows as messages.
+        stored: Digests an earlier attempt stored, with their counts.
         rows_max: At most this many rows a chunk (`batchSize`).
         bytes_max: At most this many body bytes a chunk (one row may exceed it alone).
+        prefix: The task's tag prefix (`task_tag`); empty for batch writes, which tag nothing.
 
     Raises:
-        ReplayMismatch: a stored chunk's rows differ from this attempt's rows at its place, or
-            this attempt has fewer rows than stored chunks cover.
+        ReplayMismatch: a row an earlier attempt stored is not among this attempt's rows.
     """
-    starts = sorted(stored)
-    pending: list[Message] = []
-    pending_first = size = row = 0
-    rows = iter(messages)
-    for message in rows:
-        if starts and row == starts[0]:
-            if pending:
-                yield pending_first, pending
-                pending, size = [], 0
-            chunk = stored[starts.pop(0)]
-            group = [message, *_take(rows, chunk.count - 1)]
-            if len(group) < chunk.count or chunk_digest(group) != chunk.digest:
-                raise _mismatch(chunk)
-            row += chunk.count
-            continue
-        if starts and starts[0] < row:
-            raise _mismatch(stored[starts[0]])  # overlaps what this attempt already sent
-        if pending and size + len(message.body) > bytes_max:
-            yield pending_first, pending
-            pending, size = [], 0
-        if not pending:
-            pending_first = row
-        pending.append(message)
-        size += len(message.body)
-        row += 1
-        if len(pending) >= rows_max or (starts and row == starts[0]):
-            yield pending_first, pending
-            pending, size = [], 0
-    if pending:
-        yield pending_first, pending
-    if starts:
-        raise _mismatch(stored[starts[0]])
-
-
-def _take(rows: Iterator[Message], count: int) -> list[Message]:
-    taken = []
-    for _ in range(count):
-        message = next(rows, None)
-        if message is None:
-            break
-        taken.append(message)
-    return taken
-
-
-def _mismatch(chunk: StoredChunk) -> ReplayMismatch:
-    return ReplayMismatch(
-        f"pocketmq sink: this task, run again, does not bring the rows {chunk.first}.."
-        f"{chunk.first + chunk.count - 1} its earlier attempt stored; publishing it would "
-        "duplicate some rows and lose others. The rows reaching the sink must come in the "
-        "same order on every run: after a shuffle (repartition, groupBy, join) sort within "
-        "partitions on a unique key before the sink (df.sortWithinPartitions(...))"
+    rows: Iterable[tuple[Message, str]] = (
+        (message, row_digest(message) if prefix else "") for message in messages
     )
+    if stored:
+        gathered = list(rows)
+        missing = stored - Counter(digest for _, digest in gathered)
+        if missing:
+            raise ReplayMismatch(
+                f"pocketmq sink: this task, run again, lacks {missing.total()} of the rows its "
+                "earlier attempt stored; publishing it would send those rows twice (from "
+                "another partition). The rows of a partition must be the same on every run of "
+                "a micro-batch: partition by the rows' content, not by random numbers or time"
+            )
+        left = Counter(stored)
+        rows = []
+        for message, digest in gathered:
+            if left[digest]:
+                left[digest] -= 1
+            else:
+                rows.append((message, digest))
+    chunk: list[Message] = []
+    size = 0
+    for message, digest in rows:
+        if chunk and (len(chunk) >= rows_max or size + len(message.body) > bytes_max):
+            yield chunk
+            chunk, size = [], 0
+        if prefix:
+            message.properties[SINK_PROPERTY] = prefix + digest
+        chunk.append(message)
+        size += len(message.body)
+    if chunk:
+        yield chunk

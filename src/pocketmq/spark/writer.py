@@ -3,9 +3,10 @@
 The streaming sink publishes each micro-batch once even when Spark runs it again after a crash.
 Every task sends its rows in chunks (`sink_chunks.py`), each chunk one batch request (stored
 whole or not at all) to one queue chosen by the task's partition, each message tagged with its
-task, its rows and their digest. Before sending, a task skips the whole batch if the sink
-recorded it as committed for this query, and otherwise the rows of chunks already stored in any
-queue after the sink's last recorded positions (a queue added since the crash included). The
+task and a digest of its content. Before sending, a task skips the whole batch if the sink
+recorded it as committed for this query, and otherwise the rows already stored by an earlier
+attempt, found in any queue after the sink's last recorded positions (a queue added since the
+crash included). The
 commit records the batch id first, then the new positions (as the consumer offsets of groups
 named after the sink), so a crash between the two can only make a later scan start earlier."""
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -33,22 +34,15 @@ from pocketmq.spark.cluster import Cluster
 from pocketmq.spark.offsets import parse_queue_key, queue_key
 from pocketmq.spark.options import WriteOptions
 from pocketmq.spark.rows import to_messages
-from pocketmq.spark.sink_chunks import (
-    SINK_PROPERTY,
-    StoredChunk,
-    chunk_tag,
-    parse_chunk_tag,
-    plan_chunks,
-    task_tag,
-)
+from pocketmq.spark.sink_chunks import SINK_PROPERTY, plan_chunks, stored_digest, task_tag
 
 PAUSE_AFTER_COMMIT = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_COMMIT"
 """Fault tests only: `<batchId>:<file>` makes the sink, once it committed that batch, create the
 file and wait, so the test can kill the driver before Spark records the batch."""
 PAUSE_AFTER_CHUNKS = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_CHUNKS"
 """Fault tests only: `<batchId>:<chunks>:<file>` makes each task of that batch, once that many
-of its chunks are stored, create the file and wait, so the test can kill the driver with the
-batch partly written."""
+of its chunks are stored, append a line to the file and wait until `<file>.resume` exists, so
+the test can kill the driver or the broker with the batch partly written."""
 IN_FLIGHT = 8
 """Batch sends a task keeps in flight: the broker stores one while the next travels."""
 SEND_TIMEOUT_S = 120.0
@@ -130,7 +124,7 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
         sender = _Sender(Cluster.of(self.options.namesrv), self.options.topic, IN_FLIGHT)
         messages = _messages(iterator, self.options.topic)
-        for _first, chunk in plan_chunks(messages, {}, rows_max=self.options.batch_rows):
+        for chunk in plan_chunks(messages, Counter(), rows_max=self.options.batch_rows):
             for batch in _by_topic(chunk).values():
                 sender.send(batch)
         return sender.finish()
@@ -184,33 +178,29 @@ class StreamWriter(DataSourceStreamArrowWriter):
             return Sent(query=query)  # Spark runs again a batch committed: published already
         queue = queues[partition % len(queues)]
         tag = task_tag(self.sink_id, query, batch_id, partition)
-        stored = self._chunks_stored(cluster, tag)
+        stored = self._rows_stored(cluster, tag)
         sender = _Sender(cluster, self.topic, IN_FLIGHT)
         sender.sent.query = query
         pause = _ChunkPause(batch_id)
         chunks = plan_chunks(
-            _messages(iterator, self.topic),
-            stored,
-            rows_max=self.options.batch_rows,
+            _messages(iterator, self.topic), stored, rows_max=self.options.batch_rows, prefix=tag
         )
-        for first, chunk in chunks:
-            value = chunk_tag(tag, first, chunk)
+        for chunk in chunks:
             for message in chunk:
                 if message.topic != self.topic:
                     raise ValueError(
                         f"the streaming sink writes to its topic option ({self.topic}); a row "
                         f"asks for {message.topic}"
                     )
-                message.properties[SINK_PROPERTY] = value
             sender.send(chunk, queue)
             pause.after_chunk(sender)
         return sender.finish()
 
-    def _chunks_stored(self, cluster: Cluster, tag: str) -> dict[int, StoredChunk]:
-        """Chunks of this task's batch already stored by an attempt before a crash, by first
-        row. Every queue is read from the sink's last committed position in it: a replay may
+    def _rows_stored(self, cluster: Cluster, tag: str) -> Counter[str]:
+        """Digests of the rows of this task's batch already stored by an attempt before a
+        crash. Every queue is read from the sink's last committed position in it: a replay may
         send to another queue than its first attempt did (queues were added meanwhile)."""
-        found: dict[int, StoredChunk] = {}
+        found: Counter[str] = Counter()
         for bound in cluster.bounds([self.topic]):
             start = cluster.consumer_offset(self._positions_group, bound.queue)
             start = bound.min_offset if start is None else max(start, bound.min_offset)
@@ -219,9 +209,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
             for message in cluster.read(
                 bound.queue, start, bound.max_offset, fail_on_data_loss=False
             ):
-                chunk = parse_chunk_tag(message.properties.get(SINK_PROPERTY, ""), tag)
-                if chunk is not None:
-                    found[chunk.first] = chunk
+                digest = stored_digest(message.properties.get(SINK_PROPERTY, ""), tag)
+                if digest is not None:
+                    found[digest] += 1
         return found
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -276,7 +266,11 @@ class _ChunkPause:
             sender.finish()  # the chunks are stored
             with open(self._path, "a") as marker:
                 marker.write(f"{self._sent}\n")
-            time.sleep(600)
+            resume = f"{self._path}.resume"
+            for _ in range(6000):  # at most 10 minutes
+                if os.path.exists(resume):
+                    return
+                time.sleep(0.1)
 
 
 def _pause_for_fault_test(batch_id: int) -> None:

@@ -1,32 +1,45 @@
-"""A Spark driver for the sink's fault test: streams one topic into another through the pocketmq
+"""A Spark driver for the sink's fault tests: streams one topic into another through the pocketmq
 sink, with availableNow, from a checkpoint. Run twice with the same checkpoint: the first run is
-killed by the test while the sink waits after committing a batch."""
+killed by the test while the sink waits (after committing a batch, or with a batch partly
+written)."""
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from tests.spark.conftest import local_session
 
 
 def main() -> None:
-    namesrv, source, target, checkpoint = sys.argv[1:5]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("namesrv")
+    parser.add_argument("source")
+    parser.add_argument("target")
+    parser.add_argument("checkpoint")
+    parser.add_argument("--batch-size", default="256")
+    parser.add_argument("--per-trigger", default="500")
+    parser.add_argument("--shuffle", action="store_true", help="repartition by key first")
+    args = parser.parse_args()
     spark = local_session("sink-fault")
     stream = (
         spark.readStream.format("pocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", source)
+        .option("namesrv", args.namesrv)
+        .option("topic", args.source)
         .option("startingOffsets", "earliest")
-        .option("maxMessagesPerTrigger", "500")
+        .option("maxMessagesPerTrigger", args.per_trigger)
         .load()
         .select("body", "keys")
     )
+    if args.shuffle:
+        # After a shuffle, the order of rows within a partition may differ between runs.
+        stream = stream.repartition(3, "keys")
     query = (
         stream.writeStream.format("pocketmq")
-        .option("namesrv", namesrv)
-        .option("topic", target)
+        .option("namesrv", args.namesrv)
+        .option("topic", args.target)
         .option("sinkId", "fault-test")
-        .option("checkpointLocation", checkpoint)
+        .option("batchSize", args.batch_size)
+        .option("checkpointLocation", args.checkpoint)
         .trigger(availableNow=True)
         .start()
     )
