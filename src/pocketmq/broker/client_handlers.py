@@ -66,7 +66,7 @@ class ClientHandlers:
         changed = self.registry.heartbeat(data, channel, now_ms)
         for group in changed:
             log.info("consumer group %s changed: %s", group, self.registry.consumer_ids(group))
-            self.notify_group_changed(group)
+            self.notify_group_changed(group, but=channel)  # it rebalances after this anyway
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,
@@ -106,9 +106,10 @@ class ClientHandlers:
         for group in self.registry.scan_expired(self._clock.now_ms()):
             self.notify_group_changed(group)
 
-    def notify_group_changed(self, group: str) -> None:
-        """Tells every member of `group` to rebalance now (oneway, in the background)."""
-        for member in self.registry.consumer_channels(group):
+    def notify_group_changed(self, group: str, *, but: Channel | None = None) -> None:
+        """Tells every member of `group` but `but` to rebalance now (oneway, in the
+        background)."""
+        for member in self.registry.consumer_channels(group, but=but):
             task = asyncio.get_running_loop().create_task(self._notify(member, group))
             self._notify_tasks.add(task)
             task.add_done_callback(self._notify_tasks.discard)

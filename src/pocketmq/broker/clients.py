@@ -4,7 +4,11 @@ A client is known by its heartbeat (HEART_BEAT, code 34): the groups it produces
 consumes in, with each consumer group's subscriptions. A client that sends no heartbeat for
 `channelExpiredTimeout` (120 s) or whose connection closes is removed. When the members of a
 consumer group change, the other members are told (NOTIFY_CONSUMER_IDS_CHANGED) so they
-rebalance at once instead of at their next 20 s tick.
+rebalance at once instead of at their next 20 s tick. Unlike RocketMQ's `ConsumerManager`,
+which tells every channel of the group, a client that just registered is not told of its own
+arrival: it rebalances right after that heartbeat anyway (Java's `rebalanceImmediately`,
+pocketmq's `join`), and the notice would only run a second round over the queues it is
+taking while their previous owners are still handing them over.
 
 Pure: the caller passes `now_ms` and the channel object (anything hashable); the handlers in
 `client_handlers.py` do the I/O.
@@ -219,9 +223,12 @@ class ClientRegistry:
         info = self.consumer_groups.get(group)
         return sorted(info.clients) if info else []
 
-    def consumer_channels(self, group: str) -> list[Any]:
+    def consumer_channels(self, group: str, *, but: Any = None) -> list[Any]:
+        """The connections of `group`'s members, except `but` (the one that caused a change)."""
         info = self.consumer_groups.get(group)
-        return [client.channel for client in info.clients.values()] if info else []
+        if info is None:
+            return []
+        return [client.channel for client in info.clients.values() if client.channel is not but]
 
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self.consumer_groups.get(group)

@@ -137,6 +137,20 @@ class OffsetHandlers:
                 request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!"
             )
         log.debug("commit %s %s/%d at %d", group, topic, queue_id, offset)
+        known = self._offsets.query(group, topic, queue_id)
+        if known is not None and offset < known:
+            # Taken, as RocketMQ takes it (a consumer correcting an offset the queue no longer
+            # holds, a reset), and logged like its "[NOTIFYME]update consumer offset less than
+            # store": a stale owner committing late shows up here.
+            log.info(
+                "offset of %s %s/%d moves back from %d to %d (from %s)",
+                group,
+                topic,
+                queue_id,
+                known,
+                offset,
+                channel.remote_address if channel is not None else "-",
+            )
         self._offsets.commit(group, topic, queue_id, offset)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 

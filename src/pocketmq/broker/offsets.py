@@ -73,9 +73,37 @@ class ConsumerOffsetTable:
         return ahead
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Sets the offset, lower or higher (UPDATE_CONSUMER_OFFSET, resets, a slave's sync)."""
         self._table.setdefault((topic, group), {})[queue_id] = offset
         self._committed_here.add((topic, group, queue_id))
         self.changed = True
+
+    def advance(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
+        """Commits `offset` unless the committed one is already further; True if it did.
+
+        For the commitOffset a pull carries (FLAG_COMMIT_OFFSET). RocketMQ's
+        `ConsumerOffsetManager` takes it even when lower and only logs it, but a pull's value
+        is the puller's in-memory progress when it sent the pull: lower than what is committed
+        it can only be stale (a pull still in flight from an owner that has since committed
+        on giving the queue up, and whose next owner has moved on), and taking it would make
+        the next reader redeliver. Moving an offset back stays possible where it is meant:
+        UPDATE_CONSUMER_OFFSET (a consumer correcting an offset the queue no longer holds)
+        and an administrator's reset both use `commit`.
+        """
+        known = self.query(group, topic, queue_id)
+        if known is not None and offset < known:
+            log.debug(
+                "pull commit %d of %s@%s/%d is behind the committed %d: kept %d",
+                offset,
+                topic,
+                group,
+                queue_id,
+                known,
+                known,
+            )
+            return False
+        self.commit(group, topic, queue_id, offset)
+        return True
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when the group never committed for that queue."""

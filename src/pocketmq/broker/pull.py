@@ -6,6 +6,8 @@ header fields `nextBeginOffset`, `minOffset`, `maxOffset` and `suggestWhichBroke
 
 Order of checks, as RocketMQ's: broker readable, topic exists, topic readable, queue id in
 range, subscription, then the commit of `commitOffset` (FLAG_COMMIT_OFFSET), then the read.
+Unlike RocketMQ, a pull's `commitOffset` only ever moves the group's offset forward: lower than
+the committed one it is stale (`ConsumerOffsetTable.advance`).
 Store statuses map to response codes and next offsets as in `PullMessageProcessor` (the store
 has already applied a master's offset corrections):
 
@@ -282,7 +284,10 @@ class PullHandler:
             error = UnsupportedExpressionTypeError(EXPRESSION_TYPE_SQL92)
             return error_response(request, error.response_code, str(error))
         if header.commits_offset:
-            self._offsets.commit(
+            # Forward only: see `ConsumerOffsetTable.advance`. Like RocketMQ, the broker does
+            # not check that the puller still owns the queue (ownership is the clients' own
+            # agreement); a stale owner can at worst repeat progress, never undo it.
+            self._offsets.advance(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
         return await self._pull(request, header, _Filter.of(subscription))

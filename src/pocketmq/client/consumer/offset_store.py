@@ -82,6 +82,10 @@ class RemoteOffsetStore(_MemoryTable):
         self._instance = instance
         self._group = group
         self._persisted: dict[MessageQueue, int] = {}
+        # One round at a time: a periodic round that read an offset before a queue was given
+        # up must not land its older commit after the hand-off's (which would move the group
+        # back once the next owner started).
+        self._persisting = asyncio.Lock()
 
     async def read(self, queue: MessageQueue, *, zero_if_not_found: bool = True) -> int:
         """The group's committed offset on the broker, or -1 when it has none.
@@ -115,42 +119,46 @@ class RemoteOffsetStore(_MemoryTable):
         return offset
 
     async def persist(self, queues: Iterable[MessageQueue]) -> None:
-        for queue in queues:
-            offset = self.offsets.get(queue)
-            if offset is None or offset < 0 or self._persisted.get(queue) == offset:
-                continue
-            # As RocketMQ: to the master, or to a slave while the master is away (the slave
-            # keeps the progress for readers that start meanwhile). Only the master's copy
-            # counts as persisted: it is committed again until the master is back to take it.
-            master = self._instance.routes.master_address(queue.broker_name)
-            address = master or self._instance.routes.any_address(queue.broker_name)
-            if address is None:
-                continue
-            try:
-                response = await self._instance.invoke(
-                    address,
-                    RequestCode.UPDATE_CONSUMER_OFFSET,
-                    {
-                        "consumerGroup": self._group,
-                        "topic": queue.topic,
-                        "queueId": str(queue.queue_id),
-                        "commitOffset": str(offset),
-                    },
-                )
-            except RocketMQError as exc:
-                log.warning("cannot commit offset %d of %s: %s", offset, queue, exc)
-                continue
-            if response.code == ResponseCode.SUCCESS:
-                if address == master:
-                    self._persisted[queue] = offset
-            else:
-                log.warning(
-                    "broker refused offset %d of %s: %s %s",
-                    offset,
-                    queue,
-                    response.code,
-                    response.remark,
-                )
+        async with self._persisting:
+            for queue in list(queues):
+                await self._persist_one(queue)
+
+    async def _persist_one(self, queue: MessageQueue) -> None:
+        offset = self.offsets.get(queue)
+        if offset is None or offset < 0 or self._persisted.get(queue) == offset:
+            return
+        # As RocketMQ: to the master, or to a slave while the master is away (the slave
+        # keeps the progress for readers that start meanwhile). Only the master's copy
+        # counts as persisted: it is committed again until the master is back to take it.
+        master = self._instance.routes.master_address(queue.broker_name)
+        address = master or self._instance.routes.any_address(queue.broker_name)
+        if address is None:
+            return
+        try:
+            response = await self._instance.invoke(
+                address,
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": self._group,
+                    "topic": queue.topic,
+                    "queueId": str(queue.queue_id),
+                    "commitOffset": str(offset),
+                },
+            )
+        except RocketMQError as exc:
+            log.warning("cannot commit offset %d of %s: %s", offset, queue, exc)
+            return
+        if response.code == ResponseCode.SUCCESS:
+            if address == master:
+                self._persisted[queue] = offset
+        else:
+            log.warning(
+                "broker refused offset %d of %s: %s %s",
+                offset,
+                queue,
+                response.code,
+                response.remark,
+            )
 
     def forget(self, queue: MessageQueue) -> None:
         super().forget(queue)

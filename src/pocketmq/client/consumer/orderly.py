@@ -16,8 +16,6 @@ message goes to the dead-letter queue (send-back with delay level -1) and the qu
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
 from collections import deque
@@ -25,11 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from pocketmq.client.consumer import queue_locks
 from pocketmq.client.consumer.listener import ConsumeResult
 from pocketmq.client.consumer.process_queue import ProcessQueue
-from pocketmq.client.errors import RocketMQError
 from pocketmq.client.message import MessageExt, MessageQueue
-from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -132,14 +129,7 @@ class OrderlyConsumption:
         """Releases broker locks (after the offsets were committed)."""
         if not self._locking or not queues:
             return
-        for broker_name, items in _by_broker(queues).items():
-            address = self._consumer.instance.routes.master_address(broker_name)
-            if address is None:
-                continue
-            with contextlib.suppress(RocketMQError):
-                await self._consumer.instance.invoke(
-                    address, RequestCode.UNLOCK_BATCH_MQ, None, self._lock_body(items)
-                )
+        await queue_locks.unlock(self._consumer.instance, self._consumer.group, queues)
 
     async def stop(self) -> None:
         """Stops every loop (after its running call) and the lock keeper."""
@@ -209,44 +199,8 @@ class OrderlyConsumption:
 
     # -- locks -----------------------------------------------------------------------------
 
-    def _lock_body(self, queues: list[MessageQueue]) -> bytes:
-        return json.dumps(
-            {
-                "consumerGroup": self._consumer.group,
-                "clientId": self._consumer.instance.client_id,
-                "onlyThisBroker": False,
-                "mqSet": [
-                    {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
-                    for q in queues
-                ],
-            },
-            separators=(",", ":"),
-        ).encode()
-
     async def _lock(self, queues: Iterable[MessageQueue]) -> set[MessageQueue]:
-        locked: set[MessageQueue] = set()
-        for broker_name, items in _by_broker(queues).items():
-            address = self._consumer.instance.routes.master_address(broker_name)
-            if address is None:
-                continue
-            try:
-                response = await self._consumer.instance.invoke(
-                    address, RequestCode.LOCK_BATCH_MQ, None, self._lock_body(items)
-                )
-            except RocketMQError as exc:
-                log.warning("cannot lock queues on %s: %s", broker_name, exc)
-                continue
-            if response.code != ResponseCode.SUCCESS:
-                log.warning("broker %s refused locks: %s", broker_name, response.remark)
-                continue
-            try:
-                granted = json.loads(response.body).get("lockOKMQSet") or []
-                locked.update(
-                    MessageQueue(g["topic"], g["brokerName"], int(g["queueId"])) for g in granted
-                )
-            except (ValueError, KeyError, TypeError, AttributeError):
-                log.warning("broker %s sent a bad lock answer", broker_name)
-        return locked
+        return await queue_locks.lock(self._consumer.instance, self._consumer.group, queues)
 
     async def _keep_locks(self) -> None:
         last_renew = time.monotonic()
@@ -266,10 +220,3 @@ class OrderlyConsumption:
                     state.locked_at = now
                 elif state is not None:
                     log.warning("lost the lock of %s: pausing it until locked again", queue)
-
-
-def _by_broker(queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
-    grouped: dict[str, list[MessageQueue]] = {}
-    for queue in queues:
-        grouped.setdefault(queue.broker_name, []).append(queue)
-    return grouped

@@ -23,14 +23,26 @@ from pocketmq.client.message import MessageExt
 class ProcessQueue:
     """In-flight messages of one queue and its commit point."""
 
-    __slots__ = ("_done", "_in_flight", "_order", "dropped", "held_bytes", "next_offset")
+    __slots__ = (
+        "_done",
+        "_in_flight",
+        "_order",
+        "abandoned",
+        "dropped",
+        "held_bytes",
+        "next_offset",
+    )
 
     def __init__(self, next_offset: int) -> None:
         self.next_offset = next_offset
         """Where the next pull starts."""
         self.held_bytes = 0
         self.dropped = False
-        """Set when a rebalance took the queue away: results no longer move the offset."""
+        """Set when a rebalance took the queue away: results no longer move the offset, and
+        messages not yet handed to the listener stay unconsumed (the next owner reads them)."""
+        self.abandoned = False
+        """Set when a dropped queue's running listener calls took too long: they stop after
+        the call in progress (their offset was committed without them)."""
         self._order: deque[int] = deque()
         self._in_flight: dict[int, int] = {}  # offset -> body size
         self._done: set[int] = set()

@@ -14,6 +14,12 @@ Offsets: the committed offset of a queue is its lowest unfinished message, so no
 skipped: a crash or a moved queue only causes redelivery (at least once). Offsets are written
 every `persist_interval_s`, piggybacked on pulls, and at shutdown after the listener finished.
 
+A queue that moves to another member is handed over (`_give_up`, `queue_locks.QueueHandoff`):
+the old owner stops pulling, drops what it prefetched but did not start, lets the pulls it
+started finish, commits, and unlocks the queue; the new owner reads where to start only once
+it holds the lock. A join or a leave therefore redelivers at most what was still running when
+the wait ran out, not the up to `pull_threshold_for_queue` messages a queue may hold.
+
 A listener that raises or returns `ConsumeResult.RECONSUME_LATER` gets the message again later:
 clustering consumers hand it back to the broker (CONSUMER_SEND_MSG_BACK, which stores it in
 `%RETRY%<group>` with a growing delay); when the broker cannot take it back, the message is
@@ -60,6 +66,7 @@ from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.consumer.pull_request import (
     PullStatus,
 )
+from pocketmq.client.consumer.queue_locks import RELEASE_WAIT_S, QueueHandoff
 from pocketmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateStrategy,
@@ -188,6 +195,10 @@ class PushConsumer:
         self._consume_tasks: set[asyncio.Task[None]] = set()
         self._persist_task: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
+        # Listener calls running now, per process queue: a queue given up waits for these.
+        self._running: dict[ProcessQueue, set[asyncio.Task[Any]]] = {}
+        self._lock_renew_interval_s = lock_renew_interval_s
+        self._handoff: QueueHandoff | None = None
         self._orderly = (
             OrderlyConsumption(
                 self,
@@ -261,6 +272,11 @@ class PushConsumer:
         self._started = True
         if self._orderly is not None:
             self._orderly.start()
+        elif clustering:
+            self._handoff = QueueHandoff(
+                self.instance, self.group, renew_interval_s=self._lock_renew_interval_s
+            )
+            self._handoff.start()
         await join(self.instance, self)
         await self.rebalance()
         self._persist_task = asyncio.get_running_loop().create_task(
@@ -275,21 +291,26 @@ class PushConsumer:
         )
 
     async def close(self) -> None:
-        """Stops pulling, lets running listener calls finish, commits offsets, leaves."""
+        """Stops pulling, lets running listener calls finish, commits offsets, leaves.
+
+        Messages pulled but not handed to the listener yet are dropped, not consumed: the
+        committed offset stays below them, so whoever reads the queue next gets them.
+        """
         if not self._started:
             return
         self._started = False
         if self._persist_task is not None:
             await cancel_and_wait(self._persist_task)
+        for process_queue in self._queues.values():
+            process_queue.dropped = True
         for task in list(self._pull_tasks.values()):
             await cancel_and_wait(task)
         self._pull_tasks.clear()
         if self._orderly is not None:
             await self._orderly.stop()
-        if self._consume_tasks:
-            _, pending = await asyncio.wait(
-                set(self._consume_tasks), timeout=self.shutdown_timeout_s
-            )
+        running = {task for tasks in self._running.values() for task in tasks}
+        if running:
+            _, pending = await asyncio.wait(running, timeout=self.shutdown_timeout_s)
             if pending:
                 log.warning(
                     "%d listener calls still running after %g s: their messages will be "
@@ -297,11 +318,18 @@ class PushConsumer:
                     len(pending),
                     self.shutdown_timeout_s,
                 )
-                for task in pending:
-                    task.cancel()
+                for process_queue in self._queues.values():
+                    process_queue.abandoned = True
+        for task in list(self._consume_tasks):
+            task.cancel()  # waiting for a slot or a local retry: their queues are dropped
+        if self._consume_tasks:
+            await asyncio.wait(set(self._consume_tasks), timeout=self.shutdown_timeout_s)
         await self._persist_all()
         if self._orderly is not None:
             await self._orderly.unlock(list(self._queues))
+        if self._handoff is not None:
+            await self._handoff.stop()
+            await self._handoff.release(list(self._queues))
         await unregister(self.instance, self.group)  # the other members rebalance at once
         self.instance.remove_consumer(self.group)
         if self._owns_instance:
@@ -355,25 +383,15 @@ class PushConsumer:
     # -- assignment ------------------------------------------------------------------------
 
     async def _apply_assignment(self, wanted: set[MessageQueue]) -> None:
-        removed = [q for q in self._queues if q not in wanted]
+        removed = sorted(q for q in self._queues if q not in wanted)
         added = sorted(q for q in wanted if q not in self._queues)
-        for queue in removed:
-            process_queue = self._queues.pop(queue)
-            task = self._pull_tasks.pop(queue, None)
-            if task is not None:
-                await cancel_and_wait(task)
-            if self._orderly is not None:
-                await self._orderly.release(queue)  # its running call ends first
-            process_queue.dropped = True
-            assert self._offsets is not None
-            self._offsets.update(queue, process_queue.commit_offset())
-            await self._offsets.persist([queue])
-            self._offsets.forget(queue)
-            if self._orderly is not None:
-                await self._orderly.unlock([queue])  # after the commit: the next owner resumes
+        await self._give_up(removed)
         if self._orderly is not None:
             self._orderly.forget_wanted(wanted)
             added = await self._orderly.take(added)
+        elif self._handoff is not None:
+            await self._handoff.take(added)  # the old owners committed: read where to start
+        unstarted: list[MessageQueue] = []
         for queue in added:
             assert self._offsets is not None
             try:
@@ -386,6 +404,7 @@ class PushConsumer:
                 )
             except RocketMQError as exc:
                 log.warning("cannot find where to start %s: %s; next rebalance retries", queue, exc)
+                unstarted.append(queue)
                 continue
             process_queue = ProcessQueue(offset)
             self._queues[queue] = process_queue
@@ -394,9 +413,58 @@ class PushConsumer:
             self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
                 self._pull_loop(queue, process_queue), name=f"pull-{queue}"
             )
+        if self._handoff is not None:
+            await self._handoff.release(unstarted)  # not ours until a rebalance starts them
         log_assignment(
             self.group, self.instance.client_id, len(self._queues), len(added), len(removed)
         )
+
+    async def _give_up(self, queues: list[MessageQueue]) -> None:
+        """Hands queues over to their next owner (`removeUnnecessaryMessageQueue`).
+
+        In this order: mark them dropped (messages pulled and not yet handed to the listener
+        are abandoned, as RocketMQ's `ConsumeRequest` does, and no later result moves their
+        offsets), stop their pulls, wait a moment for their running listener calls, commit
+        each queue's lowest unfinished offset and wait for the broker's answer, and only then
+        unlock: the next owner reads its start offset once it holds the lock, so it starts
+        exactly where this consumer stopped and redelivers at most what was still running.
+        """
+        if not queues:
+            return
+        process_queues = {queue: self._queues.pop(queue) for queue in queues}
+        for process_queue in process_queues.values():
+            process_queue.dropped = True
+        for queue in queues:
+            task = self._pull_tasks.pop(queue, None)
+            if task is not None:
+                await cancel_and_wait(task)
+        if self._orderly is not None:
+            for queue in queues:
+                await self._orderly.release(queue)  # its running call ends first
+        running = set()
+        for process_queue in process_queues.values():
+            running |= self._running.pop(process_queue, set())
+        if running:
+            _, pending = await asyncio.wait(running, timeout=RELEASE_WAIT_S)
+            if pending:
+                log.warning(
+                    "%d listener calls on queues given up still run after %g s: their "
+                    "messages will be redelivered by the next owner",
+                    len(pending),
+                    RELEASE_WAIT_S,
+                )
+                for process_queue in process_queues.values():
+                    process_queue.abandoned = True
+        assert self._offsets is not None
+        for queue, process_queue in process_queues.items():
+            self._offsets.update(queue, process_queue.commit_offset())
+        await self._offsets.persist(queues)
+        for queue in queues:
+            self._offsets.forget(queue)
+        if self._orderly is not None:
+            await self._orderly.unlock(queues)  # after the commit: the next owner resumes
+        elif self._handoff is not None:
+            await self._handoff.release(queues)
 
     # -- pulling ---------------------------------------------------------------------------
 
@@ -488,14 +556,23 @@ class PushConsumer:
     ) -> None:
         chunks = self._chunks(messages)
         async with self.consume_slots:
-            results = await self._call_all(chunks)
+            if process_queue.dropped:
+                return  # the queue moved away before its turn: the next owner reads these
+            running = self._running.setdefault(process_queue, set())
+            task = asyncio.current_task()
+            assert task is not None
+            running.add(task)
+            try:
+                results = await self._call_all(chunks, process_queue)
+            finally:
+                running.discard(task)
         done = [
             m for c, r in zip(chunks, results, strict=True) if r is ConsumeResult.SUCCESS for m in c
         ]
         failed = [
             m
             for c, r in zip(chunks, results, strict=True)
-            if r is not ConsumeResult.SUCCESS
+            if r is ConsumeResult.RECONSUME_LATER
             for m in c
         ]
         if failed:
@@ -529,13 +606,18 @@ class PushConsumer:
 
     async def call_listener(self, messages: list[MessageExt]) -> ConsumeResult:
         """Calls the listener with `messages`; any failure means RECONSUME_LATER."""
-        return (await self._call_all([messages]))[0]
+        result = (await self._call_all([messages]))[0]
+        assert result is not None
+        return result
 
-    async def _call_all(self, chunks: list[list[MessageExt]]) -> list[ConsumeResult]:
+    async def _call_all(
+        self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None = None
+    ) -> list[ConsumeResult | None]:
+        """One result per chunk; None for a chunk skipped because its queue was abandoned."""
         if self._listener_is_async:
             return [await self._call_async(chunk) for chunk in chunks]
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call_sync, chunks)
+        return await loop.run_in_executor(self._executor, self._call_sync, chunks, process_queue)
 
     async def _call_async(self, messages: list[MessageExt]) -> ConsumeResult:
         listener = self._listener
@@ -549,12 +631,23 @@ class PushConsumer:
             return ConsumeResult.RECONSUME_LATER
         return _result_of(outcome)
 
-    def _call_sync(self, chunks: list[list[MessageExt]]) -> list[ConsumeResult]:
-        """Runs on a worker thread: one listener call per chunk, in order."""
+    def _call_sync(
+        self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None
+    ) -> list[ConsumeResult | None]:
+        """Runs on a worker thread: one listener call per chunk, in order.
+
+        A pull's chunks go on when their queue is dropped meanwhile: the batch was started,
+        and finishing it (the drop waits for it) leaves no gap below the chunks already done
+        that the next owner would read again. Only a queue abandoned after that wait stops
+        here (reading the flag from this thread is safe: it only ever turns True).
+        """
         listener = self._listener
         assert listener is not None
-        results = []
+        results: list[ConsumeResult | None] = []
         for chunk in chunks:
+            if process_queue is not None and process_queue.abandoned:
+                results.append(None)
+                continue
             try:
                 results.append(_result_of(listener(chunk)))
             except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash

@@ -1,0 +1,136 @@
+"""How a broker takes a group's committed offsets: a pull's piggybacked commitOffset only moves
+an offset forward, UPDATE_CONSUMER_OFFSET (a consumer's correction, an administrator's reset)
+sets any value, and a consumer that registers is not told of its own arrival while the other
+members are."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from pocketmq.client.admin import AdminClient, TopicSettings
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import Channel, RemotingClient
+from pocketmq.testing.cluster import InProcessCluster
+
+TOPIC = "CommitTopic"
+GROUP = "commit-group"
+FLAG_COMMIT_OFFSET = 0x1
+
+
+def _pull(commit_offset: int) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": TOPIC,
+            "queueId": "0",
+            "queueOffset": "0",
+            "maxMsgNums": "1",
+            "sysFlag": str(FLAG_COMMIT_OFFSET),
+            "commitOffset": str(commit_offset),
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+        },
+    )
+
+
+def _heartbeat(client_id: str) -> RemotingCommand:
+    body = {
+        "clientID": client_id,
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": GROUP,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [{"topic": TOPIC, "subString": "*"}],
+            }
+        ],
+    }
+    return RemotingCommand.request(RequestCode.HEART_BEAT, None, json.dumps(body).encode())
+
+
+async def _create_topic(namesrv: str) -> None:
+    async with AdminClient([namesrv]) as admin:
+        await admin.create_topic(
+            TopicSettings(TOPIC, read_queue_nums=1, write_queue_nums=1), cluster="DefaultCluster"
+        )
+        assert await admin.wait_for_route(TOPIC)
+
+
+def test_a_pull_commit_never_moves_an_offset_back(pocketmq_cluster: InProcessCluster) -> None:
+    address = pocketmq_cluster.broker_addr
+
+    async def scenario() -> list[int]:
+        await _create_topic(pocketmq_cluster.namesrv_addr)
+        seen = []
+        async with AdminClient([pocketmq_cluster.namesrv_addr]) as admin:
+            client = RemotingClient()
+            try:
+
+                async def committed() -> int:
+                    offset = await admin.consumer_offset(address, GROUP, TOPIC, 0)
+                    assert offset is not None
+                    return offset
+
+                await admin.update_consumer_offset(address, GROUP, TOPIC, 0, 100)
+                for commit in (50, 120, 80):
+                    response = await client.invoke(address, _pull(commit), 5)
+                    assert response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.SUCCESS)
+                    seen.append(await committed())
+                await admin.update_consumer_offset(address, GROUP, TOPIC, 0, 10)  # a reset
+                seen.append(await committed())
+                await client.invoke(address, _pull(30), 5)
+                seen.append(await committed())
+            finally:
+                await client.close()
+        return seen
+
+    assert asyncio.run(scenario()) == [100, 120, 120, 10, 30]
+
+
+def test_a_registering_consumer_is_not_told_of_its_own_arrival(
+    pocketmq_cluster: InProcessCluster,
+) -> None:
+    address = pocketmq_cluster.broker_addr
+
+    async def scenario() -> dict[str, list[str]]:
+        await _create_topic(pocketmq_cluster.namesrv_addr)
+        phase = "joining"
+        notices: dict[str, list[str]] = {"first": [], "second": []}
+        notified = {"first": asyncio.Event(), "second": asyncio.Event()}
+
+        def on_notify(name: str) -> Any:
+            async def handle(request: RemotingCommand, channel: Channel) -> None:
+                notices[name].append(phase)
+                notified[name].set()
+
+            return {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: handle}
+
+        first, second = RemotingClient(on_notify("first")), RemotingClient(on_notify("second"))
+        try:
+            ok = ResponseCode.SUCCESS
+            assert (await first.invoke(address, _heartbeat("10.0.0.1@first"), 5)).code == ok
+            assert (await second.invoke(address, _heartbeat("10.0.0.2@second"), 5)).code == ok
+            await asyncio.wait_for(notified["first"].wait(), 5)  # the second's arrival
+            # Notices of the arrival went out before this: any to the second would be here.
+            phase = "leaving"
+            leave = RemotingCommand.request(
+                RequestCode.UNREGISTER_CLIENT,
+                {"clientID": "10.0.0.1@first", "consumerGroup": GROUP},
+            )
+            assert (await first.invoke(address, leave, 5)).code == ok
+            await asyncio.wait_for(notified["second"].wait(), 5)  # the first's departure
+        finally:
+            await first.close()
+            await second.close()
+        return notices
+
+    notices = asyncio.run(scenario())
+    assert notices["first"] == ["joining"]  # the second's arrival, not its own
+    assert notices["second"] == ["leaving"]  # the first's departure, not its own arrival
