@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 from pocketmq.client.admin import AdminClient, TopicSettings
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingClient
+from pocketmq.testing import start_up_process
 from pocketmq.testing.cluster import InProcessCluster
 
 TOPIC = "CommitTopic"
@@ -134,3 +136,35 @@ def test_a_registering_consumer_is_not_told_of_its_own_arrival(
     notices = asyncio.run(scenario())
     assert notices["first"] == ["joining"]  # the second's arrival, not its own
     assert notices["second"] == ["leaving"]  # the first's departure, not its own arrival
+
+
+def test_an_acknowledged_offset_commit_survives_a_broker_kill(tmp_path: Path) -> None:
+    """RocketMQ saves offsets every flushConsumerOffsetInterval (5 s) and loses newer commits in
+    a crash; pocketmq answers a commit that waits for its answer only once it is saved."""
+
+    async def commit(namesrv: str) -> None:
+        async with AdminClient([namesrv]) as admin:
+            await admin.create_topic(
+                TopicSettings(TOPIC, read_queue_nums=2, write_queue_nums=2),
+                cluster="DefaultCluster",
+            )
+            assert await admin.wait_for_route(TOPIC, timeout_s=10)
+            (address,) = await admin.broker_addresses("DefaultCluster")
+            for queue_id, offset in ((0, 42), (1, 7)):
+                await admin.update_consumer_offset(address, GROUP, TOPIC, queue_id, offset)
+
+    async def committed(namesrv: str) -> list[int | None]:
+        async with AdminClient([namesrv]) as admin:
+            (address,) = await admin.broker_addresses("DefaultCluster")
+            return [await admin.consumer_offset(address, GROUP, TOPIC, q) for q in (0, 1)]
+
+    first = start_up_process(tmp_path / "data", tmp_path / "up-1.log")
+    try:
+        asyncio.run(commit(first.address))
+    finally:
+        first.kill()  # SIGKILL at once: long before the 5 s interval
+    second = start_up_process(tmp_path / "data", tmp_path / "up-2.log")
+    try:
+        assert asyncio.run(committed(second.address)) == [42, 7]
+    finally:
+        second.stop()

@@ -22,7 +22,11 @@ message already there. `setZeroIfNotFound=false` turns the rule off.
 
 UPDATE_CONSUMER_OFFSET is sent as oneway by some clients and without the oneway bit by the C++
 client; the handler always returns a response and the transport drops it for oneway requests.
-A header error answers SYSTEM_ERROR, as Java does.
+Unlike RocketMQ, which saves offsets only every `flushConsumerOffsetInterval`, a commit that
+waits for its answer is answered once the offsets file is saved (commits arriving together
+share one save): an acknowledged commit (the Spark sink's positions, an admin's reset)
+survives a broker crash. Oneway commits, the Java clients' periodic ones, are saved on the
+interval as before. A header error answers SYSTEM_ERROR, as Java does.
 """
 
 from __future__ import annotations
@@ -61,11 +65,17 @@ class OffsetHandlers:
     """Answers the offset requests from one store and one consumer offset table."""
 
     def __init__(
-        self, store: MessageStore, offsets: ConsumerOffsetTable, topics: TopicTable
+        self,
+        store: MessageStore,
+        offsets: ConsumerOffsetTable,
+        topics: TopicTable,
+        *,
+        persist: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._offsets = offsets
         self._topics = topics
+        self._persist = persist
 
     def routes(self) -> dict[int, OffsetHandler]:
         """The request codes these handlers answer, for the server's dispatch table."""
@@ -152,6 +162,17 @@ class OffsetHandlers:
                 channel.remote_address if channel is not None else "-",
             )
         self._offsets.commit(group, topic, queue_id, offset)
+        if self._persist is not None and not request.is_oneway:
+            try:
+                await self._persist()
+            except OSError as exc:
+                log.error("consumer offsets could not be saved: %s", exc)
+                return error_response(
+                    request,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"the offset is committed in memory but could not be saved ({exc}); "
+                    "check the broker's disk",
+                )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     async def get_max_offset(

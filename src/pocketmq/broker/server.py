@@ -108,6 +108,9 @@ class BrokerServer:
             auto_create_topic_enable=config.auto_create_topic_enable,
         )
         self.offsets = ConsumerOffsetTable()
+        self._offset_save_lock = asyncio.Lock()
+        self._offset_saves_asked = 0
+        self._offset_saves_done = 0
         self.clients = ClientRegistry(config.channel_expired_timeout_ms)
         self.queue_locks = QueueLockTable()
         # Checked here so that a bad messageDelayLevel stops the broker at start, saying why.
@@ -274,7 +277,9 @@ class BrokerServer:
             RequestCode.SEND_MESSAGE_V2: send.handle,
             RequestCode.SEND_BATCH_MESSAGE: send.handle,
             RequestCode.PULL_MESSAGE: pull.handle,
-            **OffsetHandlers(store, self.offsets, self.topics).routes(),
+            **OffsetHandlers(
+                store, self.offsets, self.topics, persist=self._persist_offsets_now
+            ).routes(),
             **QueueLockHandlers(self.queue_locks, self.clock).routes(),
             **SendBackHandler(
                 store,
@@ -437,12 +442,28 @@ class BrokerServer:
             await asyncio.sleep(self.config.flush_consumer_offset_interval_ms / 1000)
             await self._persist_offsets()
 
+    async def _persist_offsets_now(self) -> None:
+        """Saves the consumer offsets committed so far; callers waiting together share a save
+        (one that starts after each caller's call)."""
+        self._offset_saves_asked += 1
+        asked = self._offset_saves_asked
+        async with self._offset_save_lock:
+            if self._offset_saves_done >= asked:
+                return  # a save that started after this call has finished
+            covers = self._offset_saves_asked
+            await self._save_offsets()
+            self._offset_saves_done = covers
+
     async def _persist_offsets(self) -> None:
+        async with self._offset_save_lock:
+            await self._save_offsets()
+        if self.delay_delivery is not None:
+            await self.delay_delivery.persist()
+
+    async def _save_offsets(self) -> None:
         if self.store is not None and self.offsets.changed:
             document = self.offsets.snapshot()
             await asyncio.to_thread(self.store.metadata.consumer_offsets.save, document)
-        if self.delay_delivery is not None:
-            await self.delay_delivery.persist()
 
     async def _persist_topics_on_change(self) -> None:
         while True:
