@@ -8,11 +8,16 @@ from pathlib import Path
 import pytest
 
 from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing.plugin import print_log_if_failed
 from tests.integration.replication import BrokerGroup
+
+pytest_plugins = ["pytester"]  # the testing plugin's own tests run pytest on example suites
 
 
 @pytest.fixture
-def run_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def run_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., ServerProcess]]:
     """Starts `pocketmq <args>`; every process is stopped at the end, its log shown on failure."""
     started: list[ServerProcess] = []
 
@@ -24,18 +29,16 @@ def run_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     yield start
     for server in started:
         server.stop(timeout_s=10)
-        print(f"--- log of pocketmq {' '.join(server.args)}\n{server.log()}")  # noqa: T201
+        print_log_if_failed(request, f"log of pocketmq {' '.join(server.args)}", server.log)
 
 
 @pytest.fixture
-def broker_group(tmp_path: Path) -> Iterator[BrokerGroup]:
+def broker_group(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerGroup]:
     """A NameServer process, and master and slave brokers added and started by the test; their
     logs are printed when the test fails."""
     started = BrokerGroup(tmp_path)
     try:
         yield started
-    except BaseException:
-        print(started.logs())  # noqa: T201  (shown by pytest on failure)
-        raise
     finally:
         started.close()
+        print_log_if_failed(request, "logs of the broker group", started.logs)

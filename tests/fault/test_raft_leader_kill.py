@@ -17,6 +17,7 @@ import pytest
 
 from pocketmq.raft.client import RaftKVClient, RaftKVError
 from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing.plugin import print_log_if_failed
 
 KILLS = int(os.environ.get("POCKETMQ_RAFT_KILLS", "3"))
 WRITERS = 4
@@ -73,17 +74,16 @@ class RaftCluster:
 
 
 @pytest.fixture
-def raft_cluster(tmp_path: Path) -> Iterator[RaftCluster]:
+def raft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RaftCluster]:
+    """The cluster's nodes, started; their logs are printed when the test fails."""
     cluster = RaftCluster(tmp_path)
     try:
         for node_id in cluster.addresses:
             cluster.start(node_id)
         yield cluster
-    except BaseException:
-        print(cluster.logs())  # noqa: T201
-        raise
     finally:
         cluster.close()
+        print_log_if_failed(request, "logs of the Raft nodes", cluster.logs)
 
 
 async def find_leader(client: RaftKVClient, cluster: RaftCluster, timeout_s: float) -> int:

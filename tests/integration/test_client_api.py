@@ -33,6 +33,7 @@ from pocketmq.client.admin import TopicSettings
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 WAIT_S = 20.0
+MARKER = b"marker"
 
 
 class _Proxy:
@@ -124,6 +125,31 @@ class Collector:
             await asyncio.sleep(0.02)
         raise AssertionError(f"got {len(self.ids())} distinct messages, expected {count}")
 
+    async def wait_for_ids(self, ids: set[str], timeout_s: float = WAIT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.ids() >= ids:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{len(ids - self.ids())} of {len(ids)} markers did not arrive")
+
+    def without_markers(self) -> list[MessageExt]:
+        with self._lock:
+            return [m for m in self.messages if m.body != MARKER]
+
+
+async def send_markers(producer: Any, topic: str, tags: str | None = None) -> set[str]:
+    """Sends a marker to every queue of `topic`; returns their message ids.
+
+    A queue is delivered in order: once a consumer has every marker, it has been handed
+    whatever it would get of the messages stored before them. Waiting for the markers is the
+    positive signal before checking that something did not arrive.
+    """
+    return {
+        (await producer.send(Message(topic, MARKER, tags=tags), queue=queue)).msg_id
+        for queue in await producer.publish_queues(topic)
+    }
+
 
 async def _consumer(
     api: Any,
@@ -206,13 +232,12 @@ def test_tag_expression_selects_messages(api: Any, pocketmq_cluster: InProcessCl
             try:
                 for tag in ["a", "b", "c", "a", None, "bb"]:
                     await producer.send(Message("Tags", tag.encode() if tag else b"-", tags=tag))
-                await collector.wait_for(3)
-                await asyncio.sleep(0.3)  # a wrongly delivered message would arrive by now
+                await collector.wait_for_ids(await send_markers(producer, "Tags", tags="a"))
             finally:
                 await consumer.close()
         finally:
             await producer.close()
-        assert sorted(m.tags or "" for m in collector.messages) == ["a", "a", "b"]
+        assert sorted(m.tags or "" for m in collector.without_markers()) == ["a", "a", "b"]
 
     _run(scenario())
 
@@ -346,13 +371,14 @@ def test_offsets_committed_at_close_are_where_the_next_consumer_starts(
             second = Collector()
             consumer = await _consumer(api, namesrv, "g-resume", "Resume", second)
             try:
-                await second.wait_for(5)
-                await asyncio.sleep(0.3)
+                await second.wait_for_ids(await send_markers(producer, "Resume"))
             finally:
                 await consumer.close()
         finally:
             await producer.close()
-        assert sorted(m.body for m in second.messages) == [b"later%d" % i for i in range(5)]
+        assert sorted(m.body for m in second.without_markers()) == [
+            b"later%d" % i for i in range(5)
+        ]
 
     _run(scenario())
 
@@ -442,13 +468,14 @@ def test_consume_from_timestamp_starts_at_that_time(
                 consume_timestamp_ms=since_ms,
             )
             try:
-                await collector.wait_for(4)
-                await asyncio.sleep(0.3)  # an old message would arrive by now
+                await collector.wait_for_ids(await send_markers(producer, "Since"))
             finally:
                 await consumer.close()
         finally:
             await producer.close()
-        assert sorted(m.body for m in collector.messages) == [b"new%d" % i for i in range(4)]
+        assert sorted(m.body for m in collector.without_markers()) == [
+            b"new%d" % i for i in range(4)
+        ]
 
     _run(scenario())
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import time
 from pathlib import Path
 
 import pytest
@@ -21,14 +21,27 @@ def _matches(i: int) -> bool:
     return i > 5 and region in ("eu", "us") and i % 4 != 0
 
 
-async def _consume(namesrv: str, group: str, expression: str, kind: str, count: int) -> list[int]:
+# Matches both subscriptions; one goes to every queue after the messages under test.
+MARKER = Message(
+    TOPIC,
+    b"marker",
+    tags="odd",
+    properties={"amount": "1000", "region": "eu", "note": "x", "marker": "yes"},
+)
+WAIT_S = 15.0
+
+
+async def _consume(namesrv: str, group: str, expression: str, kind: str) -> list[int]:
+    """The amounts a new group with this subscription is delivered, markers left out."""
     got: list[int] = []
-    enough = asyncio.Event()
+    markers: set[str] = set()
 
     async def listener(messages: list[MessageExt]) -> None:
-        got.extend(int(m.properties["amount"]) for m in messages)
-        if len(got) >= count:
-            enough.set()
+        for m in messages:
+            if "marker" in m.properties:
+                markers.add(m.msg_id)
+            else:
+                got.append(int(m.properties["amount"]))
 
     consumer = PushConsumer(
         group, namesrv=namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -36,9 +49,17 @@ async def _consume(namesrv: str, group: str, expression: str, kind: str, count: 
     consumer.subscribe(TOPIC, expression, expression_type=kind)
     consumer.register_listener(listener)
     async with consumer:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(enough.wait(), 15)
-        await asyncio.sleep(0.3)  # a wrongly delivered message would arrive by now
+        async with Producer(f"{group}-markers", namesrv=namesrv) as producer:
+            sent = {
+                (await producer.send(MARKER, queue=queue)).msg_id
+                for queue in await producer.publish_queues(TOPIC)
+            }
+        # Each queue is delivered in order: with its marker, the consumer has been handed
+        # whatever it would get of the messages before it, wrongly matched ones too.
+        deadline = time.monotonic() + WAIT_S
+        while not markers >= sent:
+            assert time.monotonic() < deadline, f"{len(sent - markers)} markers did not arrive"
+            await asyncio.sleep(0.02)
     return sorted(got)
 
 
@@ -56,11 +77,9 @@ def test_sql92_and_tag_subscriptions_deliver_exactly_the_matches(tmp_path: Path)
                     tags = "even" if i % 2 == 0 else "odd"
                     await producer.send(Message(TOPIC, b"m", tags=tags, properties=properties))
             expected = [i for i in range(40) if _matches(i)]
-            assert await _consume(namesrv, "sql-group", EXPRESSION, "SQL92", len(expected)) == (
-                expected
-            )
+            assert await _consume(namesrv, "sql-group", EXPRESSION, "SQL92") == expected
             odd = [i for i in range(40) if i % 2]
-            assert await _consume(namesrv, "tag-group", "odd", "TAG", len(odd)) == odd
+            assert await _consume(namesrv, "tag-group", "odd", "TAG") == odd
 
         asyncio.run(scenario())
     finally:

@@ -21,6 +21,7 @@ from pocketmq.client.aio import (
     ConsumeFromWhere,
     Message,
     MessageExt,
+    MessageQueue,
     Producer,
     PushConsumer,
 )
@@ -159,8 +160,13 @@ def test_a_recalled_message_is_not_delivered_and_its_slot_neighbour_is(
                 assert await producer.recall("Recalled", doomed.recall_handle) == doomed.msg_id
                 with pytest.raises(RocketMQError, match="handle is for topic Recalled"):
                     await producer.recall("TimedFar", doomed.recall_handle)
+                # Slots are delivered in time order, and a queue in store order: by the time a
+                # message of a later slot in the recalled one's queue is consumed, the recalled
+                # one would have been.
+                after = Message("Recalled", b"next slot", deliver_time_ms=deliver_ms + 1000)
+                await producer.send(after, queue=doomed.queue)
             await inbox.wait_for(b"kept", 8)  # the slot was delivered
-            await asyncio.sleep(0.5)
+            await inbox.wait_for(b"next slot", 8)
         finally:
             await consumer.close()
         assert b"recalled" not in inbox.bodies()
@@ -204,15 +210,17 @@ def test_a_pending_timer_survives_a_broker_sigkill_and_arrives_once(
     address = broker.address
     topic = "TimedAcrossCrash"
     pending_ms = 0
+    queue: MessageQueue | None = None  # all in one queue, delivered in order
 
     async def before_the_crash() -> None:
-        nonlocal pending_ms
+        nonlocal pending_ms, queue
         async with Producer("crash-producer", namesrv=namesrv) as producer:
-            await producer.send(Message(topic, b"plain"))
+            queue = (await producer.send(Message(topic, b"plain"))).queue
             now_ms = int(time.time() * 1000)
-            await producer.send(Message(topic, b"early", deliver_time_ms=now_ms + 1000))
+            early = Message(topic, b"early", deliver_time_ms=now_ms + 1000)
+            await producer.send(early, queue=queue)
             pending_ms = now_ms + 4500
-            await producer.send(Message(topic, b"pending", deliver_time_ms=pending_ms))
+            await producer.send(Message(topic, b"pending", deliver_time_ms=pending_ms), queue=queue)
         async with AdminClient([namesrv]) as admin:
             deadline = time.monotonic() + 10
             while await _stored(admin, address, topic) < 2:  # "early" delivered
@@ -235,15 +243,20 @@ def test_a_pending_timer_survives_a_broker_sigkill_and_arrives_once(
         consumer.register_listener(inbox.listener)
         await consumer.start()
         try:
+            # A timer of a later slot in the same queue: once it is consumed, every earlier
+            # slot has been stored and consumed, a timer delivered twice included.
+            async with Producer("crash-producer", namesrv=namesrv) as producer:
+                after = Message(topic, b"next slot", deliver_time_ms=pending_ms + 1000)
+                await producer.send(after, queue=queue)
             arrived, message = await inbox.wait_for(b"pending", 12)
             await inbox.wait_for(b"early", 5)
-            await asyncio.sleep(0.3)
+            await inbox.wait_for(b"next slot", 5)
             async with AdminClient([namesrv]) as admin:
                 stored = await _stored(admin, address, topic)
         finally:
             await consumer.close()
-        assert stored == 3  # plain, early and pending: each stored once in the topic
-        assert sorted(inbox.bodies()) == [b"early", b"pending", b"plain"]
+        assert stored == 4  # plain, early, pending and the next slot's: each stored once
+        assert sorted(inbox.bodies()) == [b"early", b"next slot", b"pending", b"plain"]
         assert arrived * 1000 >= pending_ms
         assert message.store_timestamp_ms >= pending_ms
 

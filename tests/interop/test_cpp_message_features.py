@@ -7,7 +7,6 @@ subscription and no timer messages.)
 from __future__ import annotations
 
 import json
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,9 @@ def test_ordered_sends_are_consumed_in_order_per_key_across_two_orderly_consumer
         ["ordered", up.address, "CppOrdered", str(keys), str(per_key), "--pause-ms", "5"],
     )
     producer.wait_for("started", 60)
-    time.sleep(1)  # a second consumer joins mid-run: queues move between them under locks
+    # A second consumer joins mid-run, once the first is consuming: queues move between them
+    # under locks.
+    wait_until(lambda: len(first.messages()) >= 100, 60, "first deliveries", first, producer)
     second = cpp("cpp_features.py", args)
     second.wait_for("started", 60)
     assert producer.finish(timeout_s=120)["sent"] == keys * per_key
@@ -159,12 +160,20 @@ def test_failed_deliveries_are_retried_then_dead_lettered_after_the_group_maximu
     wait_until(
         lambda: {" ".join(d["keys"]) for d in dead_letters()} >= bodies, 120, "dead letters", dead
     )
-    time.sleep(2)  # a fourth try would come 1 s after the third
+    # A marker sent now takes the same way, a delay step or more behind: a fourth try, or a
+    # redelivery of a message that succeeded, would come back through the group's retry queue
+    # before the marker's own retries. Its third try in one group, its second in the other:
+    # whatever was on its way has arrived.
+    send_marker = ["send", up.address, "CppRetry", "1", "--tags", "T", "--start", "5"]
+    marker = cpp("cpp_features.py", send_marker)
+    assert marker.finish(timeout_s=60)["sent"] == 1
+    wait_until(lambda: 2 in counts(dead)["m-5"], 90, "the marker's third try", dead)
+    wait_until(lambda: 1 in counts(once)["m-5"], 90, "the marker's retry", once)
     once.finish()
     dead.finish()
     assert {b: max(counts(once)[b]) for b in bodies} == dict.fromkeys(bodies, 1)
     assert max(r for b in bodies for r in counts(dead)[b]) <= 2, counts(dead)
-    letters = dead_letters()
+    letters = [d for d in dead_letters() if " ".join(d["keys"]) in bodies]
     assert len(letters) == 5
     for letter in letters:
         # Three tries failed (counts 0, 1, 2): the dead letter records the third reconsume.

@@ -17,6 +17,7 @@ import pytest
 from pocketmq.client import Message, Producer
 from pocketmq.client.admin import AdminClient, TopicSettings
 from pocketmq.testing import ServerProcess, start_up_process
+from pocketmq.testing.plugin import print_log_if_failed
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
@@ -64,6 +65,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def cluster_log_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Prints what the module's `pocketmq up` logged during a test using it, when it failed.
+
+    Function-scoped on purpose: the module's fixture tears down after its last test, where a
+    failure of an earlier test would not be shown.
+    """
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    server: ServerProcess = request.getfixturevalue("cluster")
+    start = len(server.log())
+    yield
+    print_log_if_failed(
+        request, "log of pocketmq up during this test", lambda: server.log()[start:]
+    )
 
 
 def create_topic(namesrv: str, prefix: str, queues: int = 4) -> str:

@@ -4,9 +4,9 @@ Usage:
   cpp_features.py ordered NAMESRV TOPIC KEYS PER_KEY [--pause-ms N]
       Sends PER_KEY messages for each of KEYS sharding keys, interleaved, with `send_orderly`
       (queue = key % queue count), N ms apart; body `k<key>-<seq>`, keys `k<key>`.
-  cpp_features.py send NAMESRV TOPIC COUNT [--delay-level N] [--tags A,B,...]
-      Sends COUNT messages one by one (body `m-<i>`, tags taken in turn from --tags), each line
-      giving the id, the tag and the wall-clock send time; keys = body.
+  cpp_features.py send NAMESRV TOPIC COUNT [--delay-level N] [--tags A,B,...] [--start N]
+      Sends COUNT messages one by one (body `m-<i>` from i = N, tags taken in turn from
+      --tags), each line giving the id, the tag and the wall-clock send time; keys = body.
   cpp_features.py consume NAMESRV GROUP TOPIC EXPRESSION [--orderly] [--fail-times N]
       A push consumer of TOPIC with a tag EXPRESSION; it fails (RECONSUME_LATER) a delivery
       while the message's reconsume count is below N. One line per delivery with the body,
@@ -66,9 +66,9 @@ def ordered(namesrv, topic, keys, per_key, pause_s):
     print(json.dumps({"summary": True, "sent": keys * per_key - failed}), flush=True)
 
 
-def send(namesrv, topic, count, delay_level, tags):
+def send(namesrv, topic, count, delay_level, tags, start):
     producer = started_producer("PID_CPP_FEATURES", namesrv)
-    for index in range(count):
+    for index in range(start, start + count):
         message = Message(topic)
         tag = tags[index % len(tags)]
         message.set_tags(tag)
@@ -116,7 +116,9 @@ def main():
         ordered(namesrv, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), pause_s)
     elif command == "send":
         tags = option("--tags", "TagA").split(",")
-        send(namesrv, sys.argv[3], int(sys.argv[4]), int(option("--delay-level", "0")), tags)
+        delay_level = int(option("--delay-level", "0"))
+        start = int(option("--start", "0"))
+        send(namesrv, sys.argv[3], int(sys.argv[4]), delay_level, tags, start)
     else:
         group, topic, expression = sys.argv[3:6]
         fail_times = int(option("--fail-times", "0"))

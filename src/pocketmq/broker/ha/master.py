@@ -42,8 +42,9 @@ class SlaveConnection:
     ack_offset: int = -1
     """The slave's last reported CommitLog max offset; -1 before its first report."""
     transfer_from: int = -1
-    """Where the master started streaming (the first report)."""
+    """Where the master started streaming (the first report, once checked)."""
     next_offset: int = -1
+    """The end of what the master has written to the slave."""
     last_report_ms: int = 0
     bytes_sent: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -194,15 +195,31 @@ class HAMaster:
             offset = decoder.feed(data)
             if offset is None:
                 continue
+            self._check_report(connection, offset)
             connection.ack_offset = offset
             connection.last_report_ms = self.clock.now_ms()
             connection.reported.set()
             self._acknowledged()
 
-    async def _transfer(self, connection: SlaveConnection, writer: asyncio.StreamWriter) -> None:
-        await connection.reported.wait()
+    def _check_report(self, connection: SlaveConnection, offset: int) -> None:
+        """Refuses a report the master cannot believe, before it counts as acknowledged.
+
+        The first report is where the slave's CommitLog ends: streaming starts there, so it
+        must lie within the master's CommitLog (0, an empty slave, starts at its beginning).
+        A later report cannot acknowledge bytes the master has not sent.
+
+        Raises:
+            HAProtocolError: the slave must not follow this master; the connection is closed.
+        """
         store = self.store
-        start = connection.ack_offset
+        if connection.transfer_from >= 0:
+            if offset > connection.next_offset:
+                raise HAProtocolError(
+                    f"the slave reports offset {offset}, past {connection.next_offset}, the "
+                    "end of what this master has sent it"
+                )
+            return
+        start = offset
         if start == 0:
             start = store.min_phy_offset  # an empty slave starts where the master's log does
         elif start < store.min_phy_offset:
@@ -216,17 +233,24 @@ class HAMaster:
                 ": it holds data the master does not; it must not follow this master"
             )
         connection.transfer_from = connection.next_offset = start
+
+    async def _transfer(self, connection: SlaveConnection, writer: asyncio.StreamWriter) -> None:
+        await connection.reported.wait()  # its first report, checked: where to start
+        store = self.store
+        start = connection.transfer_from
         log.info("streaming CommitLog to slave %s from offset %d", connection.address, start)
         batch = self.settings.transfer_batch
         while True:
             offset = connection.next_offset
             if offset < store.max_phy_offset:
                 data = self._read(offset, batch)
+                # Counted before the write: the slave may report these bytes while the drain
+                # still waits.
+                connection.next_offset = offset + len(data)
+                connection.bytes_sent += len(data)
                 writer.write(encode_transfer_header(offset, len(data)))
                 writer.write(data)
                 await writer.drain()
-                connection.next_offset = offset + len(data)
-                connection.bytes_sent += len(data)
                 continue
             connection.wakeup.clear()
             if offset < store.max_phy_offset:
