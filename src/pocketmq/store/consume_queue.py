@@ -93,12 +93,7 @@ class ConsumeQueue:
 
     def truncate_entries(self, count: int) -> None:
         """Keeps the entries before queue offset `count`."""
-        if count * UNIT < self.files.max_offset:
-            self.files.truncate(count * UNIT)
-            self.max_physical_end = 0
-            if count * UNIT > self.files.min_offset:
-                offset, size, _ = self._entry_at(count * UNIT - UNIT)
-                self.max_physical_end = offset + size
+        self._cut_to(min(count * UNIT, self.files.max_offset))
 
     def truncate_to_physical(self, commit_log_max: int) -> None:
         """Drops entries pointing at or beyond `commit_log_max` (the recovered CommitLog end)."""
@@ -108,18 +103,22 @@ class ConsumeQueue:
             if offset + size <= commit_log_max:
                 break
             cut_to -= UNIT
-        if cut_to < self.files.max_offset:
+        self._cut_to(cut_to)
+
+    def _cut_to(self, end: int) -> None:
+        """Cuts the queue at byte `end` (durably) and finds its new last entry."""
+        if end < self.files.max_offset:
             log.info(
                 "consume queue %s/%d truncated from %d to %d entries",
                 self.topic,
                 self.queue_id,
                 self.max_offset,
-                cut_to // UNIT,
+                end // UNIT,
             )
-            self.files.truncate(cut_to)
+            self.files.truncate(end)
         self.max_physical_end = 0
-        if cut_to > self.files.min_offset:
-            offset, size, _ = self._entry_at(cut_to - UNIT)
+        if end > self.files.min_offset:
+            offset, size, _ = self._entry_at(end - UNIT)
             self.max_physical_end = offset + size
 
     # -- writing ---------------------------------------------------------------------------

@@ -173,9 +173,9 @@ class MessageStore:
             queue.delete_expired(self.commit_log.min_offset)
         if abnormal:
             # What a crash left may sit only in the page cache: sync it all before serving,
-            # so that no later FLUSHED receipt stands on unsynced bytes.
+            # so that no later FLUSHED receipt stands on unsynced bytes. The marker stays.
             self._flush_all()
-        if not abnormal:
+        else:
             handle = fs.open(self._abort_path, create=True)
             handle.close()
             fs.sync_directory(self.root)
