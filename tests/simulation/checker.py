@@ -1,16 +1,33 @@
-"""Raft's safety properties (Raft paper, Figure 3), checked after every step of a simulation.
+"""Raft's safety properties (Raft paper, Figure 3), checked after every delivered message and
+every processed `Ready` of a simulation.
 
-Each check is incremental: it looks only at what changed since the last step, against global
-records of everything any node has ever stored, committed or applied."""
+Each check is incremental: it looks only at what changed since the last call, against global
+records of everything any node has ever stored, committed or applied. Beyond the commands, the
+checker compares the state machines themselves: a digest of each replica's state after every
+applied index must equal every other replica's at that index, and a snapshot must hold exactly
+the state at its index."""
 
 from __future__ import annotations
 
 from pocketmq.raft.core import Raft, Role
-from pocketmq.raft.messages import Entry, Snapshot
+from pocketmq.raft.kv import KeyValueStore
+from pocketmq.raft.messages import Entry, Message, MessageType, Snapshot
 
 
 class SafetyViolation(AssertionError):
     pass
+
+
+def state_digest(kv: KeyValueStore) -> int:
+    """The state machine's contents as one number; equal states give equal digests."""
+    return hash(tuple(sorted((key, v.value, v.index) for key, v in kv.data.items())))
+
+
+def image_digest(image: bytes) -> tuple[int, int]:
+    """The applied index and digest of the state a snapshot image restores."""
+    kv = KeyValueStore()
+    kv.restore(image)
+    return kv.applied, state_digest(kv)
 
 
 class SafetyChecker:
@@ -22,6 +39,10 @@ class SafetyChecker:
         self.committed: dict[int, tuple[int, bytes]] = {}
         """index -> (term, data) of every entry any node has seen committed."""
         self.applied: dict[int, bytes] = {}
+        self.digests: dict[int, int] = {0: state_digest(KeyValueStore())}
+        """index -> digest of the state machine once that index is applied (on any node)."""
+        self.votes: dict[tuple[int, int], int] = {}
+        """(voter, term) -> the candidate it granted its vote."""
         self._commit_seen: dict[int, int] = {}
         self._applied_last: dict[int, int] = {}
         self._completeness_checked: dict[int, int] = {}
@@ -47,7 +68,20 @@ class SafetyChecker:
                 )
             prev_term = entry.term
 
+    def on_sent(self, message: Message) -> None:
+        """One vote per term (Raft paper §5.2): a node never grants two candidates one term,
+        not even across a restart."""
+        if message.type is not MessageType.VOTE_RESPONSE or message.reject:
+            return
+        first = self.votes.setdefault((message.src, message.term), message.dst)
+        if first != message.dst:
+            raise SafetyViolation(
+                f"election safety: node {message.src} voted for nodes {first} and "
+                f"{message.dst} in term {message.term}"
+            )
+
     def on_step(self, node: Raft) -> None:
+        """After each message a node takes and each `Ready` it processes."""
         if node.role is Role.LEADER:
             self._check_leader(node)
         self._check_committed(node)
@@ -75,7 +109,12 @@ class SafetyChecker:
     def _check_committed(self, node: Raft) -> None:
         log = node.log
         seen = self._commit_seen.get(node.id, 0)
-        if log.committed <= seen:
+        if log.committed < seen:
+            raise SafetyViolation(
+                f"node {node.id} moved its commit index back from {seen} to {log.committed} "
+                "without restarting"
+            )
+        if log.committed == seen:
             return
         for index in range(max(seen + 1, log.first_index), log.committed + 1):
             term = log.term(index)
@@ -90,27 +129,63 @@ class SafetyChecker:
                 )
         self._commit_seen[node.id] = log.committed
 
-    def on_applied(self, node_id: int, entries: list[Entry]) -> None:
-        """State machine safety: no two nodes apply different commands at one index."""
+    def on_applied(self, node: Raft, entry: Entry, digest: int) -> None:
+        """State machine safety: no two nodes apply different commands at one index, only
+        committed ones, in order, and reach the same state after each."""
+        node_id = node.id
         last = self._applied_last.get(node_id, 0)
-        for entry in entries:
-            if entry.index != last + 1:
-                raise SafetyViolation(f"node {node_id} applied {entry.index} after {last}")
-            first = self.applied.setdefault(entry.index, entry.data)
-            if first != entry.data:
-                raise SafetyViolation(
-                    f"state machine safety: node {node_id} applied {entry.data!r} at index "
-                    f"{entry.index}, another node applied {first!r}"
-                )
-            last = entry.index
-        self._applied_last[node_id] = last
+        if entry.index != last + 1:
+            raise SafetyViolation(f"node {node_id} applied {entry.index} after {last}")
+        if entry.index > node.log.committed:
+            raise SafetyViolation(
+                f"node {node_id} applied index {entry.index} beyond its commit index "
+                f"{node.log.committed}"
+            )
+        first = self.applied.setdefault(entry.index, entry.data)
+        if first != entry.data:
+            raise SafetyViolation(
+                f"state machine safety: node {node_id} applied {entry.data!r} at index "
+                f"{entry.index}, another node applied {first!r}"
+            )
+        self._check_digest(node_id, entry.index, digest, "after applying")
+        self._applied_last[node_id] = entry.index
+
+    def _check_digest(self, node_id: int, index: int, digest: int, what: str) -> None:
+        first = self.digests.setdefault(index, digest)
+        if first != digest:
+            raise SafetyViolation(
+                f"state machines differ: node {node_id} {what} index {index} holds another "
+                "state than a replica had there"
+            )
+
+    def _check_image(self, node_id: int, snapshot: Snapshot, what: str) -> None:
+        applied, digest = image_digest(snapshot.data)
+        if applied != snapshot.index:
+            raise SafetyViolation(
+                f"node {node_id} {what} a snapshot at index {snapshot.index} whose image "
+                f"says {applied}"
+            )
+        self._check_digest(node_id, snapshot.index, digest, f"{what} a snapshot at")
+
+    def on_compacted(self, node_id: int, snapshot: Snapshot) -> None:
+        """A snapshot must hold exactly the state at its index."""
+        self._check_image(node_id, snapshot, "took")
 
     def on_snapshot_installed(self, node_id: int, snapshot: Snapshot) -> None:
         committed = self.committed.get(snapshot.index)
         if snapshot.index and (committed is None or committed[0] != snapshot.term):
             raise SafetyViolation(f"node {node_id} installed a snapshot of uncommitted {snapshot}")
+        last = self._applied_last.get(node_id, 0)
+        if snapshot.index < last:
+            raise SafetyViolation(
+                f"node {node_id} installed a snapshot at index {snapshot.index} over the "
+                f"{last} entries it had applied"
+            )
+        self._check_image(node_id, snapshot, "installed")
         self._applied_last[node_id] = snapshot.index
 
-    def on_restart(self, node_id: int, applied: int) -> None:
-        self._applied_last[node_id] = applied
+    def on_restart(self, node_id: int, snapshot: Snapshot) -> None:
+        if snapshot.index:
+            self._check_image(node_id, snapshot, "restarted from")
+        self._applied_last[node_id] = snapshot.index
         self._commit_seen[node_id] = 0

@@ -12,6 +12,7 @@ from pocketmq.raft.kv import put_command
 from pocketmq.raft.messages import Message, MessageType
 from tests.simulation.checker import SafetyViolation
 from tests.simulation.harness import Simulation
+from tests.simulation.mutants import CommitsByCount
 
 
 def node(sim: Simulation, node_id: int) -> Raft:
@@ -40,14 +41,6 @@ def elect(sim: Simulation, node_id: int) -> None:
 def isolate(sim: Simulation, node_id: int, *, from_nodes: list[int]) -> None:
     for other in from_nodes:
         sim.blocked |= {(node_id, other), (other, node_id)}
-
-
-class CommitsByCount(Raft):
-    """A known bug: commits an entry of an earlier term once a majority holds it (the Raft
-    paper's Figure 8 shows how such an entry is then overwritten)."""
-
-    def _can_commit(self, index: int) -> bool:
-        return True
 
 
 def figure_8(raft_class: type[Raft]) -> tuple[Simulation, int]:

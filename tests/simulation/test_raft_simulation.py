@@ -1,7 +1,9 @@
-"""Raft under seeded random faults: safety after every step, liveness once the faults heal.
+"""Raft under seeded random faults: safety after every delivered message, a linearizable client
+history, and liveness once the faults heal.
 
-POCKETMQ_SIM_SEEDS (per cluster size; CI default 250, so 500 in all) and POCKETMQ_SIM_STEPS
-(default 2,000) set the size; POCKETMQ_SIM_FIRST_SEED moves the window for fresh seeds."""
+POCKETMQ_SIM_SEEDS (per cluster size; CI default 200, so 400 in all) and POCKETMQ_SIM_STEPS
+(default 2,000) set the size; POCKETMQ_SIM_FIRST_SEED moves the window for fresh seeds. A
+failure prints `SIM_SEED=<n>`; `SIM_SEED=<n>` in the environment runs that seed alone."""
 
 from __future__ import annotations
 
@@ -10,53 +12,48 @@ import time
 
 import pytest
 
-from pocketmq.raft.core import Raft
-from tests.simulation.checker import SafetyViolation
-from tests.simulation.harness import Simulation, replay_command, simulate
+from tests.simulation.harness import Simulation, replay_command, run_seed
 
-SEEDS = int(os.environ.get("POCKETMQ_SIM_SEEDS", "250"))
+SEEDS = int(os.environ.get("POCKETMQ_SIM_SEEDS", "200"))
 STEPS = int(os.environ.get("POCKETMQ_SIM_STEPS", "2000"))
 FIRST_SEED = int(os.environ.get("POCKETMQ_SIM_FIRST_SEED", "0"))
+ONE_SEED = os.environ.get("SIM_SEED")
+
+
+def seeds() -> range:
+    if ONE_SEED is not None:
+        return range(int(ONE_SEED), int(ONE_SEED) + 1)
+    return range(FIRST_SEED, FIRST_SEED + SEEDS)
 
 
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_random_faults_never_break_safety_and_heal_to_a_leader(nodes: int) -> None:
-    """Election safety, log matching, leader completeness, state machine safety and read-index
-    linearizability after every step (Raft paper, Figure 3); then a bounded recovery."""
+    """Election safety, one vote per term, log matching, leader completeness, state machine
+    safety (commands and states, snapshots included), durability of what a message promises,
+    and read-index reads that see every earlier commit, after every delivered message (Raft
+    paper, Figure 3); a linearizable history of client writes and reads; a bounded recovery
+    once the faults heal, which serves a read too."""
     started = time.monotonic()
-    terms = commits = 0
-    for seed in range(FIRST_SEED, FIRST_SEED + SEEDS):
-        try:
-            sim = simulate(seed, nodes, STEPS)
-        except AssertionError as failure:
-            raise AssertionError(
-                f"seed {seed} failed: {failure}\nreplay: {replay_command(seed, nodes, STEPS)}"
-            ) from failure
-        terms += len(sim.checker.leaders)
-        commits += sim.checker.commit_index
+    reads = operations = 0
+    for seed in seeds():
+        outcome = run_seed(seed, nodes, STEPS)
+        assert not outcome.failure, (
+            f"SIM_SEED={seed} failed at {outcome.step} ms on {nodes} nodes: {outcome.failure}\n"
+            f"replay: SIM_SEED={seed} python -m pytest tests/simulation/test_raft_simulation.py "
+            f"-k {nodes}, "
+            f"or {replay_command(seed, nodes, STEPS)}"
+        )
+        assert outcome.reads > 0, f"SIM_SEED={seed} served no read"
+        reads += outcome.reads
+        operations += outcome.operations
+    count = len(seeds())
     print(  # noqa: T201
-        f"{SEEDS} seeds x {STEPS} steps, {nodes} nodes: {terms} terms with a leader, "
-        f"{commits} entries committed, {time.monotonic() - started:.1f} s"
+        f"{count} seeds x {STEPS} steps, {nodes} nodes: {reads / count:.0f} reads served and "
+        f"{operations / count:.0f} client operations checked per seed, "
+        f"{time.monotonic() - started:.1f} s"
     )
-
-
-class VotesForStaleLogs(Raft):
-    """A known bug: grants votes without comparing logs (Raft paper §5.4.1)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.log.is_up_to_date = lambda last_index, last_term: True  # type: ignore[method-assign]
-
-
-def test_checker_catches_a_node_that_votes_for_stale_logs() -> None:
-    failures = []
-    for seed in range(40):
-        try:
-            simulate(seed, 3, STEPS, VotesForStaleLogs)
-        except SafetyViolation as violation:
-            failures.append(str(violation))
-    assert failures, "40 seeds ran a buggy Raft and the checker saw nothing"
-    assert any("leader completeness" in failure for failure in failures), failures
+    if ONE_SEED is None:  # a few seeds commit little while the faults last (long delays)
+        assert reads >= 10 * count, "the workload must serve many reads per seed"
 
 
 def test_a_failing_seed_prints_how_to_replay_it() -> None:
