@@ -69,15 +69,19 @@ class ConsumeQueueTable:
             if queue is None:
                 queue = self._create(request.topic, request.queue_id)
             repaired = self._repaired
+            if repaired is None:  # the hot path
+                queue.put(
+                    request.queue_offset, request.commit_log_offset, request.size, request.tags_code
+                )
+                return
             queue.put(
                 request.queue_offset,
                 request.commit_log_offset,
                 request.size,
                 request.tags_code,
-                overwrite=repaired is not None,
+                overwrite=True,
             )
-            if repaired is not None:
-                repaired[(request.topic, request.queue_id)] = request.queue_offset
+            repaired[(request.topic, request.queue_id)] = request.queue_offset
 
     def begin_repair(self) -> None:
         """Until `end_repair`, dispatched entries overwrite what their queue holds."""
