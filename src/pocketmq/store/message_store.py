@@ -235,7 +235,7 @@ class MessageStore:
     def _refuse_writes(self, error: OSError) -> None:
         if self.disk_error is None:
             self.disk_error = (
-                f"a sync of the store failed ({error.strerror or error}): this broker refuses "
+                f"the store's disk failed ({error.strerror or error}): this broker refuses "
                 "writes until it is restarted; check the disk and its free space"
             )
             log.error("store at %s: %s", self.root, self.disk_error)
@@ -259,7 +259,11 @@ class MessageStore:
         if self._dispatch_handle is not None:
             self._dispatch_handle.cancel()
             self._dispatch_handle = None
-        self.dispatcher.dispatch_available(max_records=1 << 62)
+        if self.disk_error is None:
+            try:
+                self.dispatcher.dispatch_available(max_records=1 << 62)
+            except OSError as error:
+                self._refuse_writes(error)
         if self._group_commit is not None:
             await self._group_commit.stop()
         for flusher in self._flushers:
@@ -409,7 +413,13 @@ class MessageStore:
     def _run_dispatch(self) -> None:
         self._dispatch_handle = None
         # A slice of ~2,000 records keeps the loop free for other requests (~20 ms at most).
-        self.dispatcher.dispatch_available(max_records=2_000)
+        try:
+            self.dispatcher.dispatch_available(max_records=2_000)
+        except OSError as error:
+            # A queue or index file could not be created: what is stored stays readable up to
+            # here; the rest is dispatched by the recovery of the next start.
+            self._refuse_writes(error)
+            return
         if self.dispatcher.reput_offset < self.commit_log.max_offset:
             self._schedule_dispatch()
 

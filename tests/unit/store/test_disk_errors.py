@@ -45,7 +45,7 @@ def test_a_failed_sync_is_never_acknowledged_and_later_puts_are_refused() -> Non
     for result in failed:
         assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert result.durability is Durability.IN_MEMORY
-        assert "sync of the store failed" in result.remark
+        assert "disk failed (Input/output error)" in result.remark
     assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
     assert "refuses writes until it is restarted" in refused.remark
     assert body == b"durable"  # reads are still served
@@ -108,3 +108,33 @@ def test_a_failed_background_flush_makes_the_store_refuse_writes() -> None:
         return refused
 
     assert asyncio.run(run()).status is PutStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_a_queue_file_that_cannot_be_made_stops_writes_and_recovery_dispatches_the_rest() -> None:
+    disk = SimulatedDisk()
+
+    async def run() -> tuple[PutResult, PutResult]:
+        store = new_store(disk)
+        await store.start()
+        await store.put_message(message(body=b"first"))
+        store.dispatch_now()
+        disk.fail("create", errno.ENOSPC, path_part="consumequeue", count=1_000)
+        stored = await store.put_message(message(body=b"second", queue_id=1))  # a new queue
+        for _ in range(500):  # dispatch runs on the loop right after the put: at most 5 s
+            if store.disk_error is not None:
+                break
+            await asyncio.sleep(0.01)
+        refused = await store.put_message(message(body=b"third"))
+        await store.shutdown()
+        return stored, refused
+
+    stored, refused = asyncio.run(run())
+    assert stored.durability is Durability.FLUSHED  # in the CommitLog, not yet in its queue
+    assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert "No space left on device" in refused.remark
+    disk.clear_faults()
+    disk.reboot()
+    store = new_store(disk)
+    result = store.get_message("TopicTest", 1, 0, 10)
+    assert [decode_record(b).body for b in result.buffers] == [b"second"]
+    store.close()
