@@ -138,3 +138,24 @@ def test_a_queue_file_that_cannot_be_made_stops_writes_and_recovery_dispatches_t
     result = store.get_message("TopicTest", 1, 0, 10)
     assert [decode_record(b).body for b in result.buffers] == [b"second"]
     store.close()
+
+
+def test_a_slow_disk_answers_flush_timeout_never_flushed() -> None:
+    disk = SimulatedDisk()
+
+    async def run() -> PutResult:
+        config = small_config(ROOT, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+        config.sync_flush_timeout_ms = 50
+        store = MessageStore(config, fs=disk, disk_usage=lambda: 0.0)
+        store.load()
+        await store.start()
+        await store.put_message(message())  # the first file exists
+        disk.sync_delay_s = 0.3
+        slow = await store.put_message(message())
+        disk.sync_delay_s = 0.0
+        await store.shutdown()
+        return slow
+
+    slow = asyncio.run(run())
+    assert slow.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert slow.durability is Durability.IN_MEMORY
