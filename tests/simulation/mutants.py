@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pocketmq.raft.core import Raft, RaftConfig, Role
+from pocketmq.raft.log import RaftLog
 from pocketmq.raft.messages import (
     Entry,
     HardState,
@@ -29,26 +30,25 @@ from pocketmq.raft.messages import (
 from tests.simulation.harness import Outcome, run_seed
 
 
+class PatchesLog(Raft):
+    """A mutant that replaces methods of the node's log once it is built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.patch_log(self.log)
+
+    def patch_log(self, log: RaftLog) -> None:
+        raise NotImplementedError
+
+
 class ForgetsVoteOnRestart(Raft):
     """Restarts with the term it persisted but not the vote (Raft paper §5.2, Figure 2:
     votedFor is persistent state)."""
 
-    def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
-    ) -> None:
+    def __init__(self, *args: Any, hard_state: HardState | None = None, **kwargs: Any) -> None:
         if hard_state is not None:
             hard_state = replace(hard_state, vote=0)
-        super().__init__(
-            node_id, voters, config, rng, hard_state=hard_state, snapshot=snapshot, entries=entries
-        )
+        super().__init__(*args, hard_state=hard_state, **kwargs)
 
 
 class ReadIndexWithoutQuorum(Raft):
@@ -64,25 +64,9 @@ class ReadsWithoutLeaseOrQuorum(Raft):
     (no check-quorum lease, no heartbeat round, no wait for its own term's first commit)."""
 
     def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
+        self, node_id: int, voters: Sequence[int], config: RaftConfig, *args: Any, **kwargs: Any
     ) -> None:
-        super().__init__(
-            node_id,
-            voters,
-            replace(config, check_quorum=False),
-            rng,
-            hard_state=hard_state,
-            snapshot=snapshot,
-            entries=entries,
-        )
+        super().__init__(node_id, voters, replace(config, check_quorum=False), *args, **kwargs)
 
     def read_index(self, context: bytes) -> bool:
         if self.role is not Role.LEADER:
@@ -91,25 +75,11 @@ class ReadsWithoutLeaseOrQuorum(Raft):
         return True
 
 
-class IgnoresPrevTerm(Raft):
+class IgnoresPrevTerm(PatchesLog):
     """A follower accepts an append when it holds the previous index, whatever its term
     (Raft paper §5.3, the AppendEntries consistency check)."""
 
-    def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
-    ) -> None:
-        super().__init__(
-            node_id, voters, config, rng, hard_state=hard_state, snapshot=snapshot, entries=entries
-        )
-        log = self.log
+    def patch_log(self, log: RaftLog) -> None:
         original = log.try_append
 
         def try_append(
@@ -121,45 +91,18 @@ class IgnoresPrevTerm(Raft):
         log.try_append = try_append  # type: ignore[method-assign]
 
 
-class UpToDateIgnoresTerms(Raft):
+class UpToDateIgnoresTerms(PatchesLog):
     """Compares only log lengths when voting (Raft paper §5.4.1 compares last terms first)."""
 
-    def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
-    ) -> None:
-        super().__init__(
-            node_id, voters, config, rng, hard_state=hard_state, snapshot=snapshot, entries=entries
-        )
-        log = self.log
+    def patch_log(self, log: RaftLog) -> None:
         log.is_up_to_date = lambda last_index, last_term: last_index >= log.last_index  # type: ignore[method-assign]
 
 
-class VotesForStaleLogs(Raft):
+class VotesForStaleLogs(PatchesLog):
     """Grants votes without comparing logs at all (Raft paper §5.4.1)."""
 
-    def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
-    ) -> None:
-        super().__init__(
-            node_id, voters, config, rng, hard_state=hard_state, snapshot=snapshot, entries=entries
-        )
-        self.log.is_up_to_date = lambda last_index, last_term: True  # type: ignore[method-assign]
+    def patch_log(self, log: RaftLog) -> None:
+        log.is_up_to_date = lambda last_index, last_term: True  # type: ignore[method-assign]
 
 
 class SnapshotDropsKeys(Raft):
@@ -200,25 +143,10 @@ class AcksBeforePersisting(Raft):
         return ready
 
 
-class AppliesAheadOfCommit(Raft):
+class AppliesAheadOfCommit(PatchesLog):
     """Hands the state machine the entry after the commit index too."""
 
-    def __init__(
-        self,
-        node_id: int,
-        voters: Sequence[int],
-        config: RaftConfig,
-        rng: random.Random,
-        *,
-        hard_state: HardState | None = None,
-        snapshot: Snapshot | None = None,
-        entries: Sequence[Entry] = (),
-    ) -> None:
-        super().__init__(
-            node_id, voters, config, rng, hard_state=hard_state, snapshot=snapshot, entries=entries
-        )
-        log = self.log
-
+    def patch_log(self, log: RaftLog) -> None:
         def to_apply() -> list[Entry]:
             high = min(log.committed + 1, log.stable, log.last_index)
             return log.slice(log.applied + 1, high + 1) if high > log.applied else []
