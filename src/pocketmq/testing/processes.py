@@ -46,6 +46,7 @@ class ServerProcess:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
+        self._close_output()
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait for a clean exit (SIGKILL after `timeout_s`); returns the code."""
@@ -56,7 +57,17 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=30)
+        self._close_output()
         return self.process.returncode
+
+    def _close_output(self) -> None:
+        """Lets the log copier reach the end of the output, then closes the pipe."""
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if self.process.stdout is not None and (
+            self._reader is None or not self._reader.is_alive()
+        ):
+            self.process.stdout.close()
 
 
 def start_server_process(
