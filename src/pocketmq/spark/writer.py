@@ -139,22 +139,30 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.topic: str = options.topic
         self.sink_id: str = options.sink_id
-        self._anchor()
+        self._scan: dict[str, tuple[int, int]] = self._anchor()
+        """Queue key -> the range of offsets where an earlier attempt's rows can lie, as known
+        before any task ran: from the sink's committed position to the queue's end."""
 
-    def _anchor(self) -> None:
-        """Records where this sink begins in each queue it has no position for yet.
+    def _anchor(self) -> dict[str, tuple[int, int]]:
+        """Records where this sink begins in each queue it has no position for yet, and
+        returns the ranges tasks read for rows an earlier attempt stored.
 
-        Spark builds the writer when it plans a micro-batch, before any task of it runs, so
-        nothing of this sink lies before these offsets: the scan for chunks a crashed run sent
-        starts here instead of at the beginning of the topic."""
+        Spark builds the writer before any task of a batch runs, so nothing of this sink lies
+        before these offsets: the scan starts here instead of at the beginning of the topic,
+        and ends where the queues ended then. Rows an attempt before a crash stored lie in
+        these ranges; rows the running tasks send land after them, so a first attempt reads
+        none of its siblings' rows."""
         cluster = Cluster.of(self.options.namesrv)
-        fresh = {
-            b.queue: b.max_offset
-            for b in cluster.bounds([self.topic])
-            if cluster.consumer_offset(self._positions_group, b.queue) is None
-        }
+        scan: dict[str, tuple[int, int]] = {}
+        fresh = {}
+        for bound in cluster.bounds([self.topic]):
+            position = cluster.consumer_offset(self._positions_group, bound.queue)
+            if position is None:
+                fresh[bound.queue] = position = bound.max_offset
+            scan[queue_key(bound.queue)] = (max(position, bound.min_offset), bound.max_offset)
         if fresh:
             cluster.commit_offsets(self._positions_group, fresh)
+        return scan
 
     @property
     def _positions_group(self) -> str:
@@ -178,7 +186,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             return Sent(query=query)  # Spark runs again a batch committed: published already
         queue = queues[partition % len(queues)]
         tag = task_tag(self.sink_id, query, batch_id, partition)
-        stored = self._rows_stored(cluster, tag)
+        stored = self._rows_stored(cluster, tag, retry=context.attemptNumber() > 0)
         sender = _Sender(cluster, self.topic, IN_FLIGHT)
         sender.sent.query = query
         pause = _ChunkPause(batch_id)
@@ -196,19 +204,26 @@ class StreamWriter(DataSourceStreamArrowWriter):
             pause.after_chunk(sender)
         return sender.finish()
 
-    def _rows_stored(self, cluster: Cluster, tag: str) -> Counter[str]:
-        """Digests of the rows of this task's batch already stored by an attempt before a
-        crash. Every queue is read from the sink's last committed position in it: a replay may
-        send to another queue than its first attempt did (queues were added meanwhile)."""
+    def _rows_stored(self, cluster: Cluster, tag: str, *, retry: bool) -> Counter[str]:
+        """Digests of the rows of this task's batch an earlier attempt stored, in any queue (a
+        replay may send to another queue than its first attempt: queues were added meanwhile).
+
+        A first attempt reads the ranges planned with the writer (after a crash, they hold
+        what the crashed run stored; otherwise they are empty). A retried task (`retry`) reads
+        on to the queues' current ends, where its failed attempt's rows lie."""
         found: Counter[str] = Counter()
         for bound in cluster.bounds([self.topic]):
-            start = cluster.consumer_offset(self._positions_group, bound.queue)
-            start = bound.min_offset if start is None else max(start, bound.min_offset)
-            if start >= bound.max_offset:
+            planned = self._scan.get(queue_key(bound.queue))
+            if planned is None or retry:  # a queue added since planning, or a task retried
+                position = cluster.consumer_offset(self._positions_group, bound.queue)
+                start = position if position is not None else bound.min_offset
+                end = bound.max_offset
+            else:
+                start, end = planned
+            start = max(start, bound.min_offset)
+            if start >= end:
                 continue
-            for message in cluster.read(
-                bound.queue, start, bound.max_offset, fail_on_data_loss=False
-            ):
+            for message in cluster.read(bound.queue, start, end, fail_on_data_loss=False):
                 digest = stored_digest(message.properties.get(SINK_PROPERTY, ""), tag)
                 if digest is not None:
                     found[digest] += 1
