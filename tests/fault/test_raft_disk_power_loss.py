@@ -30,9 +30,8 @@ from pocketmq.raft.disk import DiskStorage
 from pocketmq.raft.messages import Entry, HardState, Snapshot
 from pocketmq.testing.simulated_disk import PowerLost, SimulatedDisk
 
-pytestmark = [pytest.mark.fault]
-
 ROUNDS = int(os.environ.get("POCKETMQ_RAFT_POWER_LOSS_ROUNDS", "150"))
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(max(300, ROUNDS // 2))]
 SEED = int(os.environ.get("POCKETMQ_RAFT_POWER_LOSS_SEED", str(random.randrange(1 << 30))))
 MUTANT_SEED = int(os.environ.get("POCKETMQ_RAFT_POWER_LOSS_SEED", "1"))  # fixed: see the store's
 DIRECTORY = Path("/raft/node-1")

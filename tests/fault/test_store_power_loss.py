@@ -37,14 +37,14 @@ from pocketmq.testing.simulated_disk import SimulatedDisk
 from tests.fault.store_checks import check_store
 from tests.fault.store_writer import WRITERS, config, expected_message
 
-pytestmark = [pytest.mark.fault]
-
 ROUNDS = int(os.environ.get("POCKETMQ_POWER_LOSS_ROUNDS", "40"))
 SEED = int(os.environ.get("POCKETMQ_POWER_LOSS_SEED", str(random.randrange(1 << 30))))
 # Mutants run on a fixed seed (the CI's), until caught: a fresh seed each run would make the
 # suite's verdict a matter of luck. Measured over 21 seeds, each is caught within 22 rounds.
 MUTANT_SEED = int(os.environ.get("POCKETMQ_POWER_LOSS_SEED", "1"))
 MUTANT_ROUNDS = max(ROUNDS, 100)
+# A round takes about half a second on two busy cores: long runs get the time they need.
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(max(300, 3 * MUTANT_ROUNDS))]
 ROOT = Path("/power-loss/store")
 PUTS_PER_ROUND_MAX = 400
 # Small files: a round rolls over several, so unsynced bytes end up in files that are no
