@@ -176,3 +176,67 @@ class PeriodicFlusher:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+
+
+class FlushServices:
+    """The store's flushing as `flushDiskType` chooses it, on one flush thread: group commit
+    (SYNC_FLUSH) or a periodic CommitLog flush (ASYNC_FLUSH), and the periodic flush of queues,
+    index and checkpoint. `disk_error` says why writes are refused once any sync failed."""
+
+    def __init__(
+        self,
+        *,
+        sync_flush: bool,
+        flush_commit_log: Callable[[], int],
+        flush_derived: Callable[[], object],
+        wrote_offset: Callable[[], int],
+        commit_log_interval_ms: int,
+        derived_interval_ms: int,
+        where: str,
+    ) -> None:
+        self.executor = ThreadPoolExecutor(1, "pocketmq-flush")
+        self.disk_error: str | None = None
+        self._where = where
+        self.group_commit: GroupCommitFlusher | None = None
+        self._flushers: list[PeriodicFlusher] = []
+        if sync_flush:
+            self.group_commit = GroupCommitFlusher(
+                flush_commit_log, wrote_offset, self.executor, self.refuse_writes
+            )
+        else:
+            self._flushers.append(
+                PeriodicFlusher(
+                    "commit-log-flush",
+                    flush_commit_log,
+                    commit_log_interval_ms,
+                    self.executor,
+                    self.refuse_writes,
+                )
+            )
+        self._flushers.append(
+            PeriodicFlusher(
+                "queue-flush", flush_derived, derived_interval_ms, self.executor, self.refuse_writes
+            )
+        )
+
+    def start(self) -> None:
+        if self.group_commit is not None:
+            self.group_commit.start()
+        for flusher in self._flushers:
+            flusher.start()
+
+    def refuse_writes(self, error: OSError) -> None:
+        """Records the first disk failure: nothing written since is known durable."""
+        if self.disk_error is None:
+            self.disk_error = (
+                f"the store's disk failed ({error.strerror or error}): this broker refuses "
+                "writes until it is restarted; check the disk and its free space"
+            )
+            log.error("store at %s: %s", self._where, self.disk_error)
+
+    async def stop(self) -> None:
+        """Stops every service; group commit releases its writers with a last flush."""
+        if self.group_commit is not None:
+            await self.group_commit.stop()
+        for flusher in self._flushers:
+            await flusher.stop()

@@ -15,7 +15,6 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -48,7 +47,7 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.consume_queue_table import ConsumeQueueTable
 from pocketmq.store.dispatch import Dispatcher, IndexTarget
-from pocketmq.store.flush import FlushOutcome, GroupCommitFlusher, PeriodicFlusher
+from pocketmq.store.flush import FlushOutcome, FlushServices
 from pocketmq.store.index import IndexService
 from pocketmq.store.metadata import BrokerMetadataFiles
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log
@@ -116,17 +115,20 @@ class MessageStore:
         )
         self._clean_task: asyncio.Task[None] | None = None
         self._abort_path = self.root / "abort"
-        self._flush_executor = ThreadPoolExecutor(1, "pocketmq-flush")
-        self._group_commit: GroupCommitFlusher | None = None
-        self._flushers: list[PeriodicFlusher] = []
+        self.flushing = FlushServices(
+            sync_flush=config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            flush_commit_log=self.commit_log.files.flush,
+            flush_derived=self._flush_derived,
+            wrote_offset=lambda: self.commit_log.max_offset,
+            commit_log_interval_ms=config.flush_interval_commit_log_ms,
+            derived_interval_ms=config.flush_interval_consume_queue_ms,
+            where=str(self.root),
+        )
         self._dispatch_handle: asyncio.Handle | None = None
         self._loaded = False
         self._running = False
         # A slave's CommitLog takes only replicated bytes (`append_raw`), never puts.
         self.accepts_puts = True
-        # Set when a sync failed: nothing written since is known durable, so puts are refused
-        # until a restart (whose recovery syncs everything again).
-        self.disk_error: str | None = None
         self.replication: Replication | None = None
         self.last_recovery: RecoveryResult | None = None
 
@@ -197,48 +199,17 @@ class MessageStore:
         """Starts the flush services; call from the event loop after `load()`."""
         if not self._loaded:
             self.load()
-        config = self.config
-        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitFlusher(
-                self.commit_log.files.flush,
-                lambda: self.commit_log.max_offset,
-                self._flush_executor,
-                self._refuse_writes,
-            )
-            self._group_commit.start()
-        else:
-            self._flushers.append(
-                PeriodicFlusher(
-                    "commit-log-flush",
-                    self.commit_log.files.flush,
-                    config.flush_interval_commit_log_ms,
-                    self._flush_executor,
-                    self._refuse_writes,
-                )
-            )
-        self._flushers.append(
-            PeriodicFlusher(
-                "queue-flush",
-                self._flush_derived,
-                config.flush_interval_consume_queue_ms,
-                self._flush_executor,
-                self._refuse_writes,
-            )
-        )
-        for flusher in self._flushers:
-            flusher.start()
+        self.flushing.start()
         self._clean_task = asyncio.get_running_loop().create_task(
             self._clean_periodically(), name="retention"
         )
         self._running = True
 
-    def _refuse_writes(self, error: OSError) -> None:
-        if self.disk_error is None:
-            self.disk_error = (
-                f"the store's disk failed ({error.strerror or error}): this broker refuses "
-                "writes until it is restarted; check the disk and its free space"
-            )
-            log.error("store at %s: %s", self.root, self.disk_error)
+    @property
+    def disk_error(self) -> str | None:
+        """Why puts are refused after a sync failed, until a restart (whose recovery syncs
+        everything again); None while the disk is fine."""
+        return self.flushing.disk_error
 
     async def _clean_periodically(self) -> None:
         while True:
@@ -263,19 +234,15 @@ class MessageStore:
             try:
                 self.dispatcher.dispatch_available(max_records=1 << 62)
             except OSError as error:
-                self._refuse_writes(error)
-        if self._group_commit is not None:
-            await self._group_commit.stop()
-        for flusher in self._flushers:
-            await flusher.stop()
-        self._flushers.clear()
+                self.flushing.refuse_writes(error)
+        await self.flushing.stop()
         if self.disk_error is not None:
             # Not clean: the next start must recover and sync as after a crash.
             self.close()
             log.warning("store at %s stopped after a disk error; it will recover", self.root)
             return
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._flush_executor, self._flush_all)
+        await loop.run_in_executor(self.flushing.executor, self._flush_all)
         self.close()
         self.fs.remove(self._abort_path)
         self.fs.sync_directory(self.root)
@@ -290,7 +257,7 @@ class MessageStore:
         self.commit_log.close()
         self.consume_queues.close()
         self.index.close()
-        self._flush_executor.shutdown(wait=True)
+        self.flushing.executor.shutdown(wait=True)
 
     def _flush_all(self) -> None:
         self.commit_log.files.flush()
@@ -365,7 +332,7 @@ class MessageStore:
         replication = self.replication
         if replication is not None:
             replication.notify_appended()
-        group_commit = self._group_commit
+        group_commit = self.flushing.group_commit
         if group_commit is not None:
             outcome = await group_commit.wait_durable(
                 result.end_offset, self.config.sync_flush_timeout_ms / 1000
@@ -418,7 +385,7 @@ class MessageStore:
         except OSError as error:
             # A queue or index file could not be created: what is stored stays readable up to
             # here; the rest is dispatched by the recovery of the next start.
-            self._refuse_writes(error)
+            self.flushing.refuse_writes(error)
             return
         if self.dispatcher.reput_offset < self.commit_log.max_offset:
             self._schedule_dispatch()
