@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from pocketmq.raft.client import RaftKVClient  # noqa: E402
+from pocketmq.raftkv.client import RaftKVClient  # noqa: E402
 from pocketmq.testing import ServerProcess, start_server_process  # noqa: E402
 
 

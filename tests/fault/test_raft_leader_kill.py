@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.raft.client import RaftKVClient, RaftKVError
+from pocketmq.raftkv.client import RaftKVClient, RaftKVError
 from pocketmq.testing import ServerProcess, start_server_process
 from pocketmq.testing.plugin import print_log_if_failed
 

@@ -10,8 +10,8 @@ the state at its index."""
 from __future__ import annotations
 
 from pocketmq.raft.core import Raft, Role
-from pocketmq.raft.kv import KeyValueStore
 from pocketmq.raft.messages import Entry, Message, MessageType, Snapshot
+from pocketmq.raftkv.store import KeyValueStore
 
 
 class SafetyViolation(AssertionError):

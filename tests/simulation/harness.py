@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.raft.core import Raft, RaftConfig, Role
-from pocketmq.raft.kv import KeyValueStore, put_command
 from pocketmq.raft.messages import Message, MessageType, Ready
 from pocketmq.raft.storage import MemoryStorage
+from pocketmq.raftkv.store import KeyValueStore, put_command
 from tests.simulation.checker import SafetyChecker, SafetyViolation, state_digest
 from tests.simulation.linearizability import History, Operation
 

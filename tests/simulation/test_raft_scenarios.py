@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from pocketmq.raft.core import Raft, Role
-from pocketmq.raft.kv import put_command
 from pocketmq.raft.messages import Message, MessageType
+from pocketmq.raftkv.store import put_command
 from tests.simulation.checker import SafetyViolation
 from tests.simulation.harness import Simulation
 from tests.simulation.mutants import CommitsByCount

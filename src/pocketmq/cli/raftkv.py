@@ -9,7 +9,8 @@ from typing import Any
 
 from pocketmq.cli.serving import run_server, serve_until_signalled
 from pocketmq.common.config import ConfigError
-from pocketmq.raft.node import NodeSettings, RaftNode
+from pocketmq.raft.node import NodeSettings
+from pocketmq.raftkv.server import KeyValueServer
 
 
 def register(commands: Any) -> None:
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         peers = parse_peers(args.peers)
         if args.id not in peers:
             raise ConfigError("--id", str(args.id), f"one of the --peers ids {sorted(peers)}")
-        node = RaftNode(
+        server = KeyValueServer(
             NodeSettings(
                 node_id=args.id,
                 peers=peers,
@@ -54,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
         )
 
         async def start() -> str:
-            await node.start()
+            await server.start()
             return f"raftkv node {args.id} ready at {peers[args.id]}"
 
-        await serve_until_signalled(start, node.stop)
+        await serve_until_signalled(start, server.stop)
 
     return run_server(main)

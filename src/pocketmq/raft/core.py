@@ -28,6 +28,7 @@ from pocketmq.raft.messages import (
     Snapshot,
 )
 from pocketmq.raft.progress import Progress, ProgressState, committed_index, majority, tally
+from pocketmq.raft.read_index import ReadIndexQueue
 
 TRANSFER = b"transfer"
 """Context of a vote a leadership transfer started: voters ignore their leader lease for it."""
@@ -51,14 +52,6 @@ class RaftConfig:
     """Unanswered appends a leader keeps in flight to one follower."""
     pre_vote: bool = True
     check_quorum: bool = True
-
-
-class _PendingRead:
-    __slots__ = ("acks", "index")
-
-    def __init__(self, index: int, leader: int) -> None:
-        self.index = index
-        self.acks = {leader}
 
 
 class Raft:
@@ -96,8 +89,7 @@ class Raft:
         self.transferee = 0
         self._messages: list[Message] = []
         self._read_states: list[ReadState] = []
-        self._reads: dict[bytes, _PendingRead] = {}
-        self._reads_waiting: list[bytes] = []
+        self._reads = ReadIndexQueue()
         self._unsent = False
         self._step: Callable[[Message], None] = self._step_follower
         self._tick: Callable[[], None] = self._tick_election
@@ -155,7 +147,7 @@ class Raft:
         if self.role is not Role.LEADER:
             return False
         if self.log.term(self.log.committed) != self.term:
-            self._reads_waiting.append(context)  # the commit index is not known yet (§6.4)
+            self._reads.waiting.append(context)  # the commit index is not known yet (§6.4)
             return True
         self._start_read(context)
         return True
@@ -271,7 +263,6 @@ class Raft:
         self._votes = {}
         self.transferee = 0
         self._reads.clear()
-        self._reads_waiting.clear()
         self._unsent = False
         if not keep_term:
             self.progress = {}
@@ -416,7 +407,7 @@ class Raft:
             self.transferee = 0
         if self._heartbeat_elapsed >= self.config.heartbeat_ticks:
             self._heartbeat_elapsed = 0
-            self._broadcast_heartbeat(next(reversed(self._reads), b""))
+            self._broadcast_heartbeat(self._reads.last_context())
 
     def _quorum_active(self) -> bool:
         active = 0
@@ -483,9 +474,8 @@ class Raft:
             return False
         self.log.commit_to(index)
         self._broadcast_append(allow_empty=True)
-        if self._reads_waiting and self.log.term(self.log.committed) == self.term:
-            waiting, self._reads_waiting = self._reads_waiting, []
-            for context in waiting:
+        if self._reads.waiting and self.log.term(self.log.committed) == self.term:
+            for context in self._reads.take_waiting():
                 self._start_read(context)
         return True
 
@@ -549,25 +539,14 @@ class Raft:
 
     # -- read index --------------------------------------------------------------------------
     def _start_read(self, context: bytes) -> None:
-        self._reads[context] = _PendingRead(self.log.committed, self.id)
+        self._reads.start(context, self.log.committed, self.id)
         if len(self.voters) == 1:
             self._ack_read(context, self.id)
         else:
             self._broadcast_heartbeat(context)
 
     def _ack_read(self, context: bytes, peer: int) -> None:
-        request = self._reads.get(context)
-        if request is None:
-            return
-        request.acks.add(peer)
-        if len(request.acks) < majority(len(self.voters)):
-            return
-        # Leadership was confirmed after every earlier request too: release them with it.
-        for pending in list(self._reads):
-            released = self._reads.pop(pending)
-            self._read_states.append(ReadState(pending, released.index))
-            if pending == context:
-                break
+        self._read_states.extend(self._reads.ack(context, peer, majority(len(self.voters))))
 
     # -- helpers -----------------------------------------------------------------------------
     def _hard_state(self) -> HardState:

@@ -1,39 +1,35 @@
 """RaftNode: drives the Raft core with a real clock, a disk and the remoting transport, and
-serves the replicated key-value store (`kv.py`) to clients.
+replicates a `StateMachine` it knows nothing about; its owner serves clients on the same port.
 
-Per round: take received messages and client requests, tick when due, then for every Ready
-persist (fsync, in a worker thread), send, apply, answer the clients whose commands applied."""
+Per round: take received messages, proposals and read barriers, tick when due, then for every
+Ready persist (fsync, in a worker thread), send, apply, and resolve the proposals that applied."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import random
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Generic
 
-from pocketmq.common.codes import ResponseCode
 from pocketmq.raft.codec import RaftCodecError, decode_messages, encode_messages
 from pocketmq.raft.core import Raft, RaftConfig, Role
 from pocketmq.raft.disk import DiskStorage
-from pocketmq.raft.kv import KeyValueStore
 from pocketmq.raft.messages import Message, Ready
+from pocketmq.raft.state_machine import Applied, ResultT, StateMachine
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
-from pocketmq.remoting.transport import Channel, RemotingClient, RemotingServer
+from pocketmq.remoting.transport import Channel, RemotingClient, RemotingServer, RequestHandler
 
 log = logging.getLogger(__name__)
 
 RAFT_MESSAGES = 51100
 """Oneway: a frame of Raft messages between nodes."""
-KV_PROPOSE = 51101
-KV_READ = 51102
-KV_STATUS = 51103
-KV_DUMP = 51104
 
 
 class NotLeaderError(Exception):
@@ -61,8 +57,16 @@ class NodeSettings:
     raft: RaftConfig = field(default_factory=RaftConfig)
 
 
-class RaftNode:
-    def __init__(self, settings: NodeSettings) -> None:
+class RaftNode(Generic[ResultT]):
+    """One Raft replica of `state_machine`. `handlers` (request code -> handler) are served on
+    this node's address beside the Raft messages: the owner's client requests."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        state_machine: StateMachine[ResultT],
+        handlers: Mapping[int, RequestHandler] | None = None,
+    ) -> None:
         self.settings = settings
         self.storage = DiskStorage(settings.directory)
         restored = self.storage.load()
@@ -78,25 +82,19 @@ class RaftNode:
             snapshot=restored.snapshot,
             entries=restored.entries,
         )
-        self.kv = KeyValueStore()
-        self.kv.restore(restored.snapshot.data)
+        self.state_machine = state_machine
+        state_machine.restore(restored.snapshot.data)
+        self.applied = restored.snapshot.index
+        """The last index applied to the state machine (read barriers wait for it)."""
         host, _, port = settings.peers[settings.node_id].rpartition(":")
         self.server = RemotingServer(
-            {
-                RAFT_MESSAGES: self._on_messages,
-                KV_PROPOSE: self._on_propose,
-                KV_READ: self._on_read,
-                KV_STATUS: self._on_status,
-                KV_DUMP: self._on_dump,
-            },
-            host=host,
-            port=int(port),
+            {**(handlers or {}), RAFT_MESSAGES: self._on_messages}, host=host, port=int(port)
         )
         self.client = RemotingClient()
         self._inbox: list[Message] = []
-        self._proposals: deque[tuple[bytes, asyncio.Future[int]]] = deque()
+        self._proposals: deque[tuple[bytes, asyncio.Future[Applied[ResultT]]]] = deque()
         self._reads: deque[tuple[bytes, asyncio.Future[int]]] = deque()
-        self._waiting: dict[int, tuple[int, asyncio.Future[int]]] = {}
+        self._waiting: dict[int, tuple[int, asyncio.Future[Applied[ResultT]]]] = {}
         self._read_waiting: dict[bytes, asyncio.Future[int]] = {}
         self._ready_reads: list[tuple[int, asyncio.Future[int]]] = []
         self._read_ids = itertools.count(1)
@@ -141,16 +139,24 @@ class RaftNode:
         await self.client.close()
         self.storage.close()
 
-    # -- client commands -----------------------------------------------------------------------
-    async def propose(self, command: bytes) -> int:
-        """Replicates `command`; returns its log index once applied here."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    # -- the owner's interface -----------------------------------------------------------------
+    async def propose(self, command: bytes) -> Applied[ResultT]:
+        """Replicates `command`; returns its log index and what applying it returned, once it
+        applied here.
+
+        Raises:
+            NotLeaderError: this node does not lead (or is handing leadership over); it names
+                the leader when one is known.
+            ProposalLostError: another leader's entry took its index: it did not happen.
+        """
+        future: asyncio.Future[Applied[ResultT]] = asyncio.get_running_loop().create_future()
         self._proposals.append((command, future))
         self._wake.set()
         return await future
 
     async def read_barrier(self) -> int:
-        """Waits until this node (the leader) may serve a linearizable read (read-index)."""
+        """Waits until this node (the leader) may serve a linearizable read from its state
+        machine (read-index); returns the read point. Raises `NotLeaderError` elsewhere."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._reads.append((str(next(self._read_ids)).encode(), future))
         self._wake.set()
@@ -199,15 +205,15 @@ class RaftNode:
             else:
                 self._waiting[index] = (raft.term, future)
         while self._reads:
-            context, future = self._reads.popleft()
+            context, read = self._reads.popleft()
             if raft.read_index(context):
-                self._read_waiting[context] = future
+                self._read_waiting[context] = read
             else:
-                future.set_exception(NotLeaderError(self.leader_address()))
+                read.set_exception(NotLeaderError(self.leader_address()))
         if raft.role is not Role.LEADER and self._read_waiting:
-            for future in self._read_waiting.values():
-                if not future.done():
-                    future.set_exception(NotLeaderError(self.leader_address()))
+            for read in self._read_waiting.values():
+                if not read.done():
+                    read.set_exception(NotLeaderError(self.leader_address()))
             self._read_waiting.clear()
 
     def _persist(self, ready: Ready) -> None:
@@ -233,38 +239,40 @@ class RaftNode:
 
     def _apply(self, ready: Ready) -> None:
         if ready.snapshot:
-            self.kv.restore(ready.snapshot.data)
+            self.state_machine.restore(ready.snapshot.data)
+            self.applied = ready.snapshot.index
             log.info(
                 "restored the state machine from the leader's snapshot at %d", ready.snapshot.index
             )
         for entry in ready.committed:
-            self.kv.apply(entry.index, entry.data)
+            result = self.state_machine.apply(entry.index, entry.data)
+            self.applied = entry.index
             waiting = self._waiting.pop(entry.index, None)
             if waiting and not waiting[1].done():
                 term, future = waiting
                 if term == entry.term:
-                    future.set_result(entry.index)
+                    future.set_result(Applied(entry.index, result))
                 else:
                     future.set_exception(ProposalLostError(f"entry {entry.index} was overwritten"))
-        for read in ready.read_states:
-            released = self._read_waiting.pop(read.context, None)
+        for read_state in ready.read_states:
+            released = self._read_waiting.pop(read_state.context, None)
             if released is not None:
-                self._ready_reads.append((read.index, released))
+                self._ready_reads.append((read_state.index, released))
         still = []
-        for index, future in self._ready_reads:
-            if future.done():
+        for index, read in self._ready_reads:
+            if read.done():
                 continue
-            if self.kv.applied >= index:
-                future.set_result(index)
+            if self.applied >= index:
+                read.set_result(index)
             else:
-                still.append((index, future))
+                still.append((index, read))
         self._ready_reads = still
 
     def _maybe_snapshot(self) -> None:
         log_state = self.raft.log
         if log_state.applied - log_state.snapshot.index < self.settings.snapshot_every:
             return
-        snapshot = self.raft.compact(log_state.applied, self.kv.snapshot())
+        snapshot = self.raft.compact(log_state.applied, self.state_machine.snapshot())
         self.storage.apply_snapshot(snapshot)
         log.info("snapshot at index %d; the log before it is dropped", snapshot.index)
 
@@ -289,60 +297,3 @@ class RaftNode:
             return None
         self._wake.set()
         return None
-
-    async def _on_propose(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        try:
-            index = await self.propose(request.body)
-        except (NotLeaderError, ProposalLostError) as exc:
-            return self._refusal(request, exc)
-        return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS, ext_fields={"index": str(index)}
-        )
-
-    async def _on_read(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        key = request.ext_fields.get("key", "")
-        try:
-            await self.read_barrier()
-        except NotLeaderError as exc:
-            return self._refusal(request, exc)
-        found = self.kv.data.get(key)
-        fields = {"index": str(found.index)} if found else {}
-        body = found.value.encode() if found else b""
-        return RemotingCommand.response_to(
-            request,
-            ResponseCode.SUCCESS if found else ResponseCode.QUERY_NOT_FOUND,
-            ext_fields=fields,
-            body=body,
-        )
-
-    async def _on_status(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        raft = self.raft
-        status = {
-            "id": raft.id,
-            "role": raft.role.value,
-            "term": raft.term,
-            "leader": raft.leader,
-            "leaderAddress": self.leader_address(),
-            "commit": raft.log.committed,
-            "applied": self.kv.applied,
-            "lastIndex": raft.log.last_index,
-            "snapshotIndex": raft.log.snapshot.index,
-        }
-        return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS, body=json.dumps(status).encode()
-        )
-
-    async def _on_dump(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        """Every key with its value and the index that wrote it (for comparing replicas)."""
-        dump = {key: [v.value, v.index] for key, v in self.kv.data.items()}
-        body = json.dumps({"applied": self.kv.applied, "data": dump}).encode()
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
-
-    def _refusal(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
-        leader = exc.leader_address if isinstance(exc, NotLeaderError) else None
-        return RemotingCommand.response_to(
-            request,
-            ResponseCode.SYSTEM_BUSY if leader is None else ResponseCode.SYSTEM_ERROR,
-            remark=str(exc),
-            ext_fields={"leader": leader} if leader else {},
-        )

@@ -1,5 +1,5 @@
-"""A small replicated key-value state machine: the example of a state machine on Raft, and
-what the tests replicate. Each key remembers the log index that last wrote it, so two replicas
+"""The key-value state machine: the example of a `StateMachine` on Raft, and what the tests
+replicate. Each key remembers the log index that last wrote it, so two replicas
 can be compared for having applied the same commands in the same order."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from pocketmq.common.codes import ResponseCode
-from pocketmq.raft.kv import put_command
-from pocketmq.raft.node import KV_DUMP, KV_PROPOSE, KV_READ, KV_STATUS
+from pocketmq.raftkv.server import KV_DUMP, KV_PROPOSE, KV_READ, KV_STATUS
+from pocketmq.raftkv.store import put_command
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import RemotingClient
