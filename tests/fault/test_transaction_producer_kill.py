@@ -15,14 +15,13 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pocketmq.broker.transaction import HALF_TOPIC, TRANSACTION_GROUP
+from pocketmq.broker.transaction.half_messages import HALF_TOPIC, TRANSACTION_GROUP
 from pocketmq.client.aio import (
     ConsumeFromWhere,
     LocalTransactionState,
@@ -32,6 +31,7 @@ from pocketmq.client.aio import (
     PushConsumer,
     TransactionProducer,
 )
+from pocketmq.testing import MessageRecorder, async_wait_until, started
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 pytestmark = [pytest.mark.fault]
@@ -40,7 +40,6 @@ TOPIC = "TxKilled"
 GROUP = "pg-tx-killed"
 BODY = b"survives its producer"
 READY_TIMEOUT_S = 30.0
-WAIT_S = 12.0
 
 
 @pytest.fixture
@@ -95,19 +94,7 @@ def test_a_new_producer_of_the_group_commits_the_half_of_a_killed_one(
     cluster: InProcessCluster, tmp_path: Path
 ) -> None:
     namesrv = cluster.namesrv_addr
-    received: list[MessageExt] = []
-
-    async def listener(messages: list[MessageExt]) -> None:
-        received.extend(messages)
-
-    async def wait_for(body: bytes) -> MessageExt:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            found = [m for m in received if m.body == body]
-            if found:
-                return found[0]
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{body!r} did not arrive within {WAIT_S} s")
+    received = MessageRecorder()
 
     async def checks_behind() -> int:
         async def behind() -> int:
@@ -126,13 +113,12 @@ def test_a_new_producer_of_the_group_commits_the_half_of_a_killed_one(
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )
         consumer.subscribe(TOPIC)
-        consumer.register_listener(listener)
+        consumer.register_listener(received)
         async with Producer("pg-warmup", namesrv=namesrv) as plain:
             await plain.send(Message(TOPIC, b"warm-up"))
-        await consumer.start()
         checker = Checker()
-        try:
-            await wait_for(b"warm-up")
+        async with started(consumer):
+            await received.wait_for_body(b"warm-up")
             doomed, half_id = await asyncio.to_thread(
                 start_doomed_producer, namesrv, tmp_path / "producer.log"
             )
@@ -141,28 +127,27 @@ def test_a_new_producer_of_the_group_commits_the_half_of_a_killed_one(
             finally:
                 await asyncio.to_thread(doomed.wait, 30)
             assert doomed.returncode == -signal.SIGKILL
-            assert BODY not in [m.body for m in received]
+            assert BODY not in received.bodies()
             async with TransactionProducer(
                 GROUP, checker, namesrv=namesrv, check_topics=[TOPIC]
             ) as successor:
                 assert successor.group == GROUP
-                committed = await wait_for(BODY)
+                committed = await received.wait_for_body(BODY)
+
                 # Once the check-back has passed every half, no second check can come.
-                for _ in range(int(WAIT_S / 0.1)):
-                    if await checks_behind() == 0:
-                        break
-                    await asyncio.sleep(0.1)
+                async def checks_settled() -> bool:
+                    return await checks_behind() == 0
+
+                await async_wait_until(checks_settled, "the check-back passed every half")
                 assert await checks_behind() == 0
             assert committed.msg_id == half_id
-        finally:
-            await consumer.close()
         return half_id, checker
 
     half_id, checker = asyncio.run(scenario())
     assert [m.msg_id for m in checker.checked] == [half_id]
     assert checker.checked[0].topic == TOPIC
     assert checker.checked[0].body == BODY
-    assert [m.body for m in received].count(BODY) == 1
+    assert received.bodies().count(BODY) == 1
 
 
 # -- the doomed producer (run as a script) -------------------------------------------------

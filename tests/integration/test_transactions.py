@@ -11,14 +11,17 @@ sent after a message proves the consumer has read past it.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
 from pocketmq import client as blocking
-from pocketmq.broker.transaction import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, TRANSACTION_GROUP
+from pocketmq.broker.transaction.half_messages import (
+    CHECK_MAX_TIME_TOPIC,
+    HALF_TOPIC,
+    TRANSACTION_GROUP,
+)
 from pocketmq.client.aio import (
     ConsumeFromWhere,
     LocalTransactionState,
@@ -30,6 +33,7 @@ from pocketmq.client.aio import (
     TransactionProducer,
 )
 from pocketmq.common.stored_message import StoredMessage, decode_record
+from pocketmq.testing import DEFAULT_WAIT_S, MessageRecorder, async_wait_until
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 T = TypeVar("T")
@@ -38,7 +42,6 @@ CHECK_MAX = 3
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOW = LocalTransactionState.UNKNOW
-WAIT_S = 12.0
 
 
 @pytest.fixture(scope="module")
@@ -81,28 +84,6 @@ class Recorder:
         return self.check_answer
 
 
-class Inbox:
-    """What a push consumer received."""
-
-    def __init__(self) -> None:
-        self.messages: list[MessageExt] = []
-
-    async def __call__(self, messages: list[MessageExt]) -> None:
-        self.messages.extend(messages)
-
-    def bodies(self) -> list[bytes]:
-        return [m.body for m in self.messages]
-
-    async def wait_for(self, body: bytes, timeout_s: float = WAIT_S) -> MessageExt:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for message in self.messages:
-                if message.body == body:
-                    return message
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{body!r} did not arrive within {timeout_s} s: {self.bodies()}")
-
-
 async def on_broker(cluster: InProcessCluster, work: Callable[[], T]) -> T:
     """Runs `work` on the broker's loop (its tables are not thread-safe) and returns its result."""
 
@@ -112,7 +93,9 @@ async def on_broker(cluster: InProcessCluster, work: Callable[[], T]) -> T:
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), cluster.loop))
 
 
-async def wait_until_checks_settled(cluster: InProcessCluster, timeout_s: float = WAIT_S) -> None:
+async def wait_until_checks_settled(
+    cluster: InProcessCluster, timeout_s: float = DEFAULT_WAIT_S
+) -> None:
     """Waits until the check-back has passed over every half stored so far."""
 
     def behind() -> int:
@@ -122,19 +105,17 @@ async def wait_until_checks_settled(cluster: InProcessCluster, timeout_s: float 
         done = cluster.broker.offsets.query(TRANSACTION_GROUP, HALF_TOPIC, 0) or 0
         return end - done
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await on_broker(cluster, behind) == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(
-        f"the check-back is still {await on_broker(cluster, behind)} halves behind"
+    async def settled() -> bool:
+        return await on_broker(cluster, behind) == 0
+
+    await async_wait_until(
+        settled, "the check-back passed every half", timeout_s=timeout_s, poll_s=0.1
     )
 
 
 async def start_consumer(cluster: InProcessCluster, group: str, topic: str) -> PushConsumer:
     """A consumer that has read a first message of `topic`, so it surely owns its queues."""
-    inbox = Inbox()
+    inbox = MessageRecorder()
     consumer = PushConsumer(
         group,
         namesrv=cluster.namesrv_addr,
@@ -145,13 +126,13 @@ async def start_consumer(cluster: InProcessCluster, group: str, topic: str) -> P
     async with Producer(f"{group}-warmup", namesrv=cluster.namesrv_addr) as producer:
         await producer.send(Message(topic, b"warm-up"))
     await consumer.start()
-    await inbox.wait_for(b"warm-up")
+    await inbox.wait_for_body(b"warm-up")
     consumer.inbox = inbox  # type: ignore[attr-defined]
     return consumer
 
 
-def inbox_of(consumer: PushConsumer) -> Inbox:
-    inbox: Inbox = consumer.inbox  # type: ignore[attr-defined]
+def inbox_of(consumer: PushConsumer) -> MessageRecorder:
+    inbox: MessageRecorder = consumer.inbox  # type: ignore[attr-defined]
     return inbox
 
 
@@ -166,7 +147,7 @@ def test_a_committed_message_is_delivered_exactly_once(cluster: InProcessCluster
                 result = await producer.send_in_transaction(
                     Message("TxCommit", b"paid", keys="order-1", tags="t"), "order-1"
                 )
-                received = await inbox_of(consumer).wait_for(b"paid")
+                received = await inbox_of(consumer).wait_for_body(b"paid")
                 await wait_until_checks_settled(cluster)
         finally:
             await consumer.close()
@@ -199,7 +180,7 @@ def test_a_rolled_back_message_is_never_delivered(cluster: InProcessCluster) -> 
                 result = await producer.send_in_transaction(Message("TxRollback", b"cancelled"))
                 assert result.queue in await plain.publish_queues("TxRollback")
                 await plain.send(Message("TxRollback", b"marker"), queue=result.queue)
-                await inbox_of(consumer).wait_for(b"marker")
+                await inbox_of(consumer).wait_for_body(b"marker")
                 await wait_until_checks_settled(cluster)
         finally:
             await consumer.close()
@@ -221,7 +202,7 @@ def test_a_half_is_invisible_until_its_transaction_commits(cluster: InProcessClu
             # The half is stored; a message sent now is read while the half waits.
             async with Producer("pg-plain-pending", namesrv=cluster.namesrv_addr) as plain:
                 await plain.send(Message("TxPending", b"sent while pending"))
-            await inbox.wait_for(b"sent while pending")
+            await inbox.wait_for_body(b"sent while pending")
             seen_while_pending.extend(inbox.bodies())
 
         listener = Recorder(COMMIT, during_execute=meanwhile)
@@ -230,7 +211,7 @@ def test_a_half_is_invisible_until_its_transaction_commits(cluster: InProcessClu
                 "pg-tx-pending", listener, namesrv=cluster.namesrv_addr
             ) as producer:
                 result = await producer.send_in_transaction(Message("TxPending", b"pending"))
-                await inbox.wait_for(b"pending")
+                await inbox.wait_for_body(b"pending")
         finally:
             await consumer.close()
         assert result.local_transaction_state is COMMIT
@@ -252,7 +233,7 @@ def test_an_unknown_transaction_is_committed_by_the_check_back(cluster: InProces
                 result = await producer.send_in_transaction(
                     Message("TxUnknown", b"settled later", keys="order-7")
                 )
-                received = await inbox_of(consumer).wait_for(b"settled later")
+                received = await inbox_of(consumer).wait_for_body(b"settled later")
                 await wait_until_checks_settled(cluster)
         finally:
             await consumer.close()
@@ -292,10 +273,9 @@ def test_a_transaction_unknown_forever_is_discarded_after_the_check_limit(
             ) as producer:
                 result = await producer.send_in_transaction(Message("TxForever", b"limbo"))
                 find = discarded_of(result.msg_id)
-                for _ in range(int(WAIT_S / 0.1)):
-                    if await on_broker(cluster, find):
-                        break
-                    await asyncio.sleep(0.1)
+                await async_wait_until(
+                    lambda: on_broker(cluster, find), "the half discarded", poll_s=0.1
+                )
                 await wait_until_checks_settled(cluster)
                 discarded = await on_broker(cluster, find)
         finally:
@@ -335,7 +315,7 @@ def test_the_blocking_producer_runs_a_plain_listener_and_commits(cluster: InProc
                 )
             assert result.local_transaction_state is COMMIT
             assert ledger.executed == ["row-7"]
-            await inbox_of(consumer).wait_for(b"booked")
+            await inbox_of(consumer).wait_for_body(b"booked")
             await wait_until_checks_settled(cluster)
             return inbox_of(consumer).bodies()
         finally:

@@ -2,17 +2,21 @@
 
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_BROKER_RUNTIME_INFO (28), QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33), with RocketMQ's
-header names (`CreateTopicRequestHeader`, `QueryMessageRequestHeader`, ...).
+header names (`CreateTopicRequestHeader`, `QueryMessageRequestHeader`, ...). A bad header
+answers INVALID_PARAMETER. Numbers without a Java type check (queue counts, `perm`, query
+bounds) are read as Python's int() reads them, as before.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from pocketmq.broker.headers import (
     HeaderError,
+    answers_header_errors,
     error_response,
     optional_bool,
     required_long,
@@ -29,6 +33,83 @@ from pocketmq.store.message_store import MessageStore
 
 DEFAULT_QUERY_MAX_NUM: Final = 32
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
+
+
+def _int_field(ext_fields: Mapping[str, str], name: str, default: str) -> int:
+    try:
+        return int(ext_fields.get(name, default))
+    except ValueError as exc:
+        raise HeaderError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicHeader:
+    """`CreateTopicRequestHeader`, as the topic config it asks for."""
+
+    topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: TopicFilterType
+    topic_sys_flag: int
+    order: bool
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> CreateTopicHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        topic = required_text(ext_fields, "topic")
+        read_queue_nums = _int_field(ext_fields, "readQueueNums", "16")
+        write_queue_nums = _int_field(ext_fields, "writeQueueNums", "16")
+        perm = _int_field(ext_fields, "perm", "6")
+        try:
+            filter_type = TopicFilterType(ext_fields.get("topicFilterType", "SINGLE_TAG"))
+        except ValueError as exc:
+            raise HeaderError(str(exc)) from None
+        return cls(
+            topic,
+            read_queue_nums,
+            write_queue_nums,
+            perm,
+            filter_type,
+            _int_field(ext_fields, "topicSysFlag", "0"),
+            optional_bool(ext_fields, "order") or False,
+        )
+
+    def topic_config(self) -> TopicConfig:
+        """The config asked for, not yet validated (`TopicTable.update` does that)."""
+        return TopicConfig(
+            topic_name=self.topic,
+            read_queue_nums=self.read_queue_nums,
+            write_queue_nums=self.write_queue_nums,
+            perm=self.perm,
+            topic_filter_type=self.topic_filter_type,
+            topic_sys_flag=self.topic_sys_flag,
+            order=self.order,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageHeader:
+    """`QueryMessageRequestHeader`."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    unique_key_query: bool
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> QueryMessageHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        return cls(
+            required_text(ext_fields, "topic"),
+            required_text(ext_fields, "key"),
+            _int_field(ext_fields, "maxNum", str(DEFAULT_QUERY_MAX_NUM)),
+            _int_field(ext_fields, "beginTimestamp", "0"),
+            _int_field(ext_fields, "endTimestamp", str(1 << 62)),
+            ext_fields.get(UNIQUE_KEY_QUERY) == "true",
+        )
 
 
 class AdminHandlers:
@@ -60,30 +141,19 @@ class AdminHandlers:
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
         }
 
+    @answers_header_errors(ResponseCode.INVALID_PARAMETER)
     async def update_topic(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        ext = request.ext_fields
+        header = CreateTopicHeader.decode(request.ext_fields)
         try:
-            name = required_text(ext, "topic")
-            config = TopicConfig(
-                topic_name=name,
-                read_queue_nums=int(ext.get("readQueueNums", "16")),
-                write_queue_nums=int(ext.get("writeQueueNums", "16")),
-                perm=int(ext.get("perm", "6")),
-                topic_filter_type=TopicFilterType(ext.get("topicFilterType", "SINGLE_TAG")),
-                topic_sys_flag=int(ext.get("topicSysFlag", "0")),
-                order=optional_bool(ext, "order") or False,
-            )
-            self._topics.update(config, self._clock.now_ms())
-        except (HeaderError, TopicError, ValueError) as exc:
+            self._topics.update(header.topic_config(), self._clock.now_ms())
+        except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         self._on_topics_changed()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
+    @answers_header_errors(ResponseCode.INVALID_PARAMETER)
     async def delete_topic(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        try:
-            name = required_text(request.ext_fields, "topic")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        name = required_text(request.ext_fields, "topic")
         if self._topics.delete(name, self._clock.now_ms()):
             self._offsets.remove_topic(name)
             self._on_topics_changed()
@@ -97,19 +167,14 @@ class AdminHandlers:
         body = json.dumps({"table": self._runtime_info()}, separators=(",", ":")).encode()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
+    @answers_header_errors(ResponseCode.INVALID_PARAMETER)
     async def query_message(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        ext = request.ext_fields
-        try:
-            topic = required_text(ext, "topic")
-            key = required_text(ext, "key")
-            max_num = int(ext.get("maxNum", str(DEFAULT_QUERY_MAX_NUM)))
-            begin = int(ext.get("beginTimestamp", "0"))
-            end = int(ext.get("endTimestamp", str(1 << 62)))
-        except (HeaderError, ValueError) as exc:
-            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        if ext.get(UNIQUE_KEY_QUERY) == "true":
-            max_num = DEFAULT_QUERY_MAX_NUM
-        found = self._store.query_message(topic, key, max_num, begin, end)
+        header = QueryMessageHeader.decode(request.ext_fields)
+        topic, key = header.topic, header.key
+        max_num = DEFAULT_QUERY_MAX_NUM if header.unique_key_query else header.max_num
+        found = self._store.query_message(
+            topic, key, max_num, header.begin_timestamp_ms, header.end_timestamp_ms
+        )
         records = [self._store.select_one_message_by_offset(m.physical_offset) for m in found]
         body = b"".join(r for r in records if r)
         if not body:
@@ -131,13 +196,11 @@ class AdminHandlers:
             body=body,
         )
 
+    @answers_header_errors(ResponseCode.INVALID_PARAMETER)
     async def view_message_by_id(
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand:
-        try:
-            offset = required_long(request.ext_fields, "offset")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        offset = required_long(request.ext_fields, "offset")
         record = self._store.select_one_message_by_offset(offset)
         if record is None:
             return error_response(

@@ -17,10 +17,8 @@ Answers, with RocketMQ's headers and bodies (`AdminBrokerProcessor`):
 JSON objects in key position (`{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}`): not standard
 JSON, but what every RocketMQ admin client parses, so this module writes exactly that.
 
-Subscription groups live in `config/subscriptionGroup.json` in RocketMQ's shape
-(`{"dataVersion", "forbiddenTable", "subscriptionGroupTable"}`); a change is saved (off the loop)
-before the request is answered. Fields this broker does not know (`groupRetryPolicy`,
-`subscriptionDataSet`, ...) are kept as they came.
+A change to the subscription groups (`groups.py`) is saved (off the loop) before the request is
+answered.
 
 Broker config updates change the running settings objects only for `LIVE_CONFIG_KEYS`, the
 settings read again on every use; any other known key is refused with NO_PERMISSION (it is read
@@ -37,13 +35,22 @@ import asyncio
 import copy
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.headers import HeaderError, error_response, optional_bool, required_text
+from pocketmq.broker.groups import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupError,
+    SubscriptionGroupTable,
+)
+from pocketmq.broker.headers import (
+    answers_header_errors,
+    error_response,
+    optional_bool,
+    required_text,
+)
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -62,32 +69,11 @@ from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-GROUP_NAME_MAX_LENGTH: Final = 120
-_VALID_GROUP: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_LIST_SEPARATOR: Final = ";"
 LIVE_CONFIG_KEYS: Final = frozenset(
     {"flushConsumerOffsetInterval", "syncFlushTimeout", "cleanResourceInterval"}
 )
 """Settings the broker reads on every use, so an update takes effect at once."""
-
-
-class SubscriptionGroupError(ValueError):
-    """A subscription group config that RocketMQ would refuse; the message says which rule."""
-
-
-def validate_group_name(name: str) -> None:
-    """Raises `SubscriptionGroupError` unless `name` is a legal group (`validateGroup`)."""
-    if not name or not name.strip():
-        raise SubscriptionGroupError("the group name is blank")
-    if len(name) > GROUP_NAME_MAX_LENGTH:
-        raise SubscriptionGroupError(
-            f"the group name is longer than {GROUP_NAME_MAX_LENGTH} characters"
-        )
-    if not _VALID_GROUP.match(name):
-        raise SubscriptionGroupError(
-            f"the group name {name!r} contains illegal characters; allowed: letters, digits, "
-            "'%', '|', '_' and '-'"
-        )
 
 
 # -- fastjson bodies keyed by MessageQueue ------------------------------------------------------
@@ -171,137 +157,6 @@ def encode_consume_stats(
     return (text + "}}").encode("utf-8")
 
 
-# -- subscription groups -----------------------------------------------------------------------
-
-
-_GROUP_FIELDS: Final = {
-    "groupName": "group_name",
-    "consumeEnable": "consume_enable",
-    "consumeFromMinEnable": "consume_from_min_enable",
-    "consumeBroadcastEnable": "consume_broadcast_enable",
-    "consumeMessageOrderly": "consume_message_orderly",
-    "retryQueueNums": "retry_queue_nums",
-    "retryMaxTimes": "retry_max_times",
-    "brokerId": "broker_id",
-    "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
-    "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
-    "groupSysFlag": "group_sys_flag",
-    "consumeTimeoutMinute": "consume_timeout_minute",
-}
-
-
-@dataclass(slots=True)
-class SubscriptionGroupConfig:
-    """One consumer group's settings (`SubscriptionGroupConfig`); defaults are RocketMQ's."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-    group_sys_flag: int = 0
-    consume_timeout_minute: int = 15
-    attributes: dict[str, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    """JSON fields this broker does not interpret, kept for the round trip."""
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = dict(self.extra)
-        for json_name, attribute in _GROUP_FIELDS.items():
-            document[json_name] = getattr(self, attribute)
-        document["attributes"] = dict(self.attributes)
-        return dict(sorted(document.items()))
-
-    @classmethod
-    def from_json(cls, data: Any) -> SubscriptionGroupConfig:
-        """Reads a config object.
-
-        Raises:
-            SubscriptionGroupError: not an object, no group name, or a field of the wrong type.
-        """
-        if not isinstance(data, dict):
-            raise SubscriptionGroupError("the subscription group config is not a JSON object")
-        name = data.get("groupName")
-        if not isinstance(name, str):
-            raise SubscriptionGroupError("the subscription group config has no groupName")
-        config = cls(group_name=name)
-        for json_name, attribute in _GROUP_FIELDS.items():
-            if json_name == "groupName" or json_name not in data:
-                continue
-            value = data[json_name]
-            default = getattr(config, attribute)
-            if isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise SubscriptionGroupError(f"{json_name} is not a boolean: {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, int):
-                raise SubscriptionGroupError(f"{json_name} is not an integer: {value!r}")
-            setattr(config, attribute, value)
-        attributes = data.get("attributes") or {}
-        if not isinstance(attributes, dict):
-            raise SubscriptionGroupError("attributes is not a JSON object")
-        config.attributes = {str(k): str(v) for k, v in attributes.items()}
-        config.extra = {
-            k: v for k, v in data.items() if k not in _GROUP_FIELDS and k != "attributes"
-        }
-        return config
-
-
-class SubscriptionGroupTable:
-    """Consumer groups of one broker (`SubscriptionGroupManager`), pure."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, SubscriptionGroupConfig] = {}
-        self.forbidden: dict[str, Any] = {}
-        self.data_version = DataVersion()
-
-    def load(self, document: Any) -> None:
-        """Takes the groups of a `subscriptionGroup.json` document (or None); skips bad ones."""
-        if not isinstance(document, dict):
-            return
-        for name, data in (document.get("subscriptionGroupTable") or {}).items():
-            try:
-                self.groups[name] = SubscriptionGroupConfig.from_json(data)
-            except SubscriptionGroupError as exc:
-                log.warning("subscriptionGroup.json: skipping group %r: %s", name, exc)
-        forbidden = document.get("forbiddenTable")
-        self.forbidden = forbidden if isinstance(forbidden, dict) else {}
-        version = document.get("dataVersion")
-        if isinstance(version, dict):
-            self.data_version = DataVersion.from_json(version)
-
-    def snapshot(self) -> dict[str, Any]:
-        """The `subscriptionGroup.json` document (also the 201 answer)."""
-        return {
-            "dataVersion": self.data_version.to_json(),
-            "forbiddenTable": self.forbidden,
-            "subscriptionGroupTable": {
-                name: config.to_json() for name, config in sorted(self.groups.items())
-            },
-        }
-
-    def update(self, config: SubscriptionGroupConfig, now_ms: int) -> None:
-        """Creates or replaces a group.
-
-        Raises:
-            SubscriptionGroupError: an illegal group name.
-        """
-        validate_group_name(config.group_name)
-        self.groups[config.group_name] = config
-        self.data_version = self.data_version.bumped(now_ms)
-
-    def delete(self, name: str, now_ms: int) -> bool:
-        removed = self.groups.pop(name, None) is not None
-        self.forbidden.pop(name, None)
-        if removed:
-            self.data_version = self.data_version.bumped(now_ms)
-        return removed
-
-
 # -- handlers ----------------------------------------------------------------------------------
 
 
@@ -358,12 +213,10 @@ class AdminStatsHandlers:
     def _broker_name(self) -> str:
         return self._broker_config.broker_name
 
+    @answers_header_errors()
     async def topic_stats(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO: min, max and last store time of every queue of a topic."""
-        try:
-            topic = required_text(request.ext_fields, "topic")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        topic = required_text(request.ext_fields, "topic")
         config = self._topics.get(topic)
         if config is None:
             return error_response(
@@ -379,13 +232,11 @@ class AdminStatsHandlers:
         body = encode_topic_stats(topic, self._broker_name, rows)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
+    @answers_header_errors()
     async def consume_stats(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
         """GET_CONSUME_STATS: per queue, the broker's max offset and the group's committed one."""
         ext = request.ext_fields
-        try:
-            group = required_text(ext, "consumerGroup")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        group = required_text(ext, "consumerGroup")
         listed = [t for t in (ext.get("topicList") or "").split(TOPIC_LIST_SEPARATOR) if t]
         if listed:
             wanted = set(listed)
@@ -441,15 +292,13 @@ class AdminStatsHandlers:
             body=body.encode("utf-8"),
         )
 
+    @answers_header_errors()
     async def delete_subscription_group(
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`."""
-        try:
-            name = required_text(request.ext_fields, "groupName")
-            clean_offset = optional_bool(request.ext_fields, "cleanOffset") or False
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        name = required_text(request.ext_fields, "groupName")
+        clean_offset = optional_bool(request.ext_fields, "cleanOffset") or False
         if self.groups.delete(name, self._clock.now_ms()):
             await self._save_groups()
             log.info("subscription group %s deleted", name)

@@ -13,9 +13,10 @@ against the index: an entry whose copy (same UNIQ_KEY, reconsume count, born tim
 already in the real queue, stored after it, is skipped instead of delivered twice. Messages
 without a UNIQ_KEY, or on a store without an index, may then arrive twice (at least once).
 
-Failures stay local: a message whose CommitLog record is gone or has no real topic is skipped
-with a warning; a level whose put fails waits `RETRY_DELAY_S` and tries the same entry again,
-while other levels go on.
+Due messages are stored through the put path, like any message. Failures stay local: a message
+whose CommitLog record is gone, has no real topic, or that the store can never take (illegal,
+properties too large) is skipped with a warning; a level whose put fails for a reason that may
+pass waits `RETRY_DELAY_S` and tries the same entry again, while other levels go on.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pocketmq.broker.put_path import Delivery, PutPath
 from pocketmq.broker.schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
@@ -37,7 +39,7 @@ from pocketmq.common.constants import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import STORED_STATUSES, MessageToStore
+from pocketmq.store.api import MessageToStore
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 
 log = logging.getLogger(__name__)
@@ -73,18 +75,21 @@ class DelayDelivery:
     def __init__(
         self,
         store: MessageStore,
+        put_path: PutPath,
         levels: DelayLevels,
         clock: Clock,
         *,
         batch_per_level: int = BATCH_PER_LEVEL,
     ) -> None:
         """Args:
-        store: A loaded store: the schedule queues are read and messages stored here.
+        store: A loaded store: the schedule queues and the CommitLog are read here.
+        put_path: Where due messages are stored.
         levels: `messageDelayLevel`, parsed.
         clock: Wall time to compare with delivery times.
         batch_per_level: Entries one level delivers per pass.
         """
         self._store = store
+        self._put_path = put_path
         self.levels = levels
         self._clock = clock
         self._batch = batch_per_level
@@ -249,16 +254,26 @@ class DelayDelivery:
                     self.offsets.set(level, queue_offset + 1)
                     continue
                 self._resuming.discard(level)
-            result = await self._store.put_messages([message])
-            if result.status not in STORED_STATUSES:
+            delivery, why = await self._put_path.deliver(message)
+            if delivery is Delivery.SKIPPED:
                 log.warning(
-                    "delay level %d: storing the due message of queue offset %d into %s failed "
-                    "(%s %s); trying again in %.0f s",
+                    "delay level %d: the due message of queue offset %d cannot be stored into "
+                    "%s (%s); skipped",
                     level,
                     queue_offset,
                     message.topic,
-                    result.status.value,
-                    result.remark,
+                    why,
+                )
+                self.offsets.set(level, queue_offset + 1)
+                continue
+            if delivery is Delivery.RETRY:
+                log.warning(
+                    "delay level %d: storing the due message of queue offset %d into %s failed "
+                    "(%s); trying again in %.0f s",
+                    level,
+                    queue_offset,
+                    message.topic,
+                    why,
                     RETRY_DELAY_S,
                 )
                 self._retry_at_ms[level] = now_ms + int(RETRY_DELAY_S * 1000)

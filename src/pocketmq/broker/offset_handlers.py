@@ -32,11 +32,12 @@ interval as before. A header error answers SYSTEM_ERROR, as Java does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.headers import (
-    HeaderError,
+    answers_header_errors,
     error_response,
     optional_bool,
     required_int,
@@ -59,6 +60,81 @@ BOUNDARY_UPPER = "UPPER"
 OffsetHandler = Callable[[RemotingCommand, "Channel | None"], Awaitable[RemotingCommand]]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHeader:
+    """A queue's name: `GetMaxOffsetRequestHeader`, `GetMinOffsetRequestHeader`,
+    `GetEarliestMsgStoretimeRequestHeader`."""
+
+    topic: str
+    queue_id: int
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> QueueHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        return cls(required_text(ext_fields, "topic"), required_int(ext_fields, "queueId"))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOffsetHeader:
+    """`SearchOffsetRequestHeader`."""
+
+    topic: str
+    queue_id: int
+    timestamp_ms: int
+    boundary_type: str
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> SearchOffsetHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        queue = QueueHeader.decode(ext_fields)
+        return cls(
+            queue.topic,
+            queue.queue_id,
+            required_long(ext_fields, "timestamp"),
+            ext_fields.get("boundaryType", BOUNDARY_LOWER),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumerOffsetHeader:
+    """`QueryConsumerOffsetRequestHeader`."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> QueryConsumerOffsetHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        return cls(
+            required_text(ext_fields, "consumerGroup"),
+            required_text(ext_fields, "topic"),
+            required_int(ext_fields, "queueId"),
+            optional_bool(ext_fields, "setZeroIfNotFound"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateConsumerOffsetHeader:
+    """`UpdateConsumerOffsetRequestHeader`."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+    @classmethod
+    def decode(cls, ext_fields: Mapping[str, str]) -> UpdateConsumerOffsetHeader:
+        """Raises `HeaderError` for a missing or bad field."""
+        return cls(
+            required_text(ext_fields, "consumerGroup"),
+            required_text(ext_fields, "topic"),
+            required_int(ext_fields, "queueId"),
+            required_long(ext_fields, "commitOffset"),
+        )
 
 
 class OffsetHandlers:
@@ -88,23 +164,18 @@ class OffsetHandlers:
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
         }
 
+    @answers_header_errors()
     async def query_consumer_offset(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
         """QUERY_CONSUMER_OFFSET: the group's committed offset, or the "offset 0" rule."""
-        ext = request.ext_fields
-        try:
-            group = required_text(ext, "consumerGroup")
-            topic = required_text(ext, "topic")
-            queue_id = required_int(ext, "queueId")
-            set_zero_if_not_found = optional_bool(ext, "setZeroIfNotFound")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        header = QueryConsumerOffsetHeader.decode(request.ext_fields)
+        group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
         offset = self._offsets.query(group, topic, queue_id)
         log.debug("offset query %s %s/%d: %s", group, topic, queue_id, offset)
         if offset is not None and offset >= 0:
             return _offset_response(request, offset)
-        if set_zero_if_not_found is False:
+        if header.set_zero_if_not_found is False:
             return error_response(
                 request,
                 ResponseCode.QUERY_NOT_FOUND,
@@ -130,18 +201,14 @@ class OffsetHandlers:
             return True
         return result.status is GetStatus.FOUND and not result.suggest_slave
 
+    @answers_header_errors()
     async def update_consumer_offset(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET: commits the group's offset of one queue."""
-        ext = request.ext_fields
-        try:
-            group = required_text(ext, "consumerGroup")
-            topic = required_text(ext, "topic")
-            queue_id = required_int(ext, "queueId")
-            offset = required_long(ext, "commitOffset")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        header = UpdateConsumerOffsetHeader.decode(request.ext_fields)
+        group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
+        offset = header.commit_offset
         if self._topics.get(topic) is None:
             return error_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!"
@@ -175,6 +242,7 @@ class OffsetHandlers:
                 )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
+    @answers_header_errors()
     async def get_max_offset(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
@@ -182,22 +250,22 @@ class OffsetHandlers:
 
         `committed` is accepted and ignored: with one replica everything stored counts.
         """
-        try:
-            topic, queue_id = _queue(request)
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        return _offset_response(request, self._store.get_max_offset_in_queue(topic, queue_id))
+        queue = QueueHeader.decode(request.ext_fields)
+        return _offset_response(
+            request, self._store.get_max_offset_in_queue(queue.topic, queue.queue_id)
+        )
 
+    @answers_header_errors()
     async def get_min_offset(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
         """GET_MIN_OFFSET: the queue's oldest entry still readable (0 for an unknown queue)."""
-        try:
-            topic, queue_id = _queue(request)
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        return _offset_response(request, self._store.get_min_offset_in_queue(topic, queue_id))
+        queue = QueueHeader.decode(request.ext_fields)
+        return _offset_response(
+            request, self._store.get_min_offset_in_queue(queue.topic, queue.queue_id)
+        )
 
+    @answers_header_errors()
     async def search_offset_by_timestamp(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
@@ -207,36 +275,26 @@ class OffsetHandlers:
         stored at or after `timestamp` (the max offset when there is none); UPPER gives the
         last message stored at or before it (the min offset when there is none).
         """
-        ext = request.ext_fields
-        try:
-            topic, queue_id = _queue(request)
-            timestamp_ms = required_long(ext, "timestamp")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        header = SearchOffsetHeader.decode(request.ext_fields)
+        topic, queue_id, timestamp_ms = header.topic, header.queue_id, header.timestamp_ms
         store = self._store
-        if ext.get("boundaryType", BOUNDARY_LOWER).upper() == BOUNDARY_UPPER:
+        if header.boundary_type.upper() == BOUNDARY_UPPER:
             after = store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms + 1)
             offset = max(after - 1, store.get_min_offset_in_queue(topic, queue_id))
         else:
             offset = store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
         return _offset_response(request, offset)
 
+    @answers_header_errors()
     async def get_earliest_msg_storetime(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
         """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, or -1."""
-        try:
-            topic, queue_id = _queue(request)
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        timestamp_ms = self._store.get_earliest_message_time(topic, queue_id)
+        queue = QueueHeader.decode(request.ext_fields)
+        timestamp_ms = self._store.get_earliest_message_time(queue.topic, queue.queue_id)
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp_ms)}
         )
-
-
-def _queue(request: RemotingCommand) -> tuple[str, int]:
-    return required_text(request.ext_fields, "topic"), required_int(request.ext_fields, "queueId")
 
 
 def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:

@@ -44,8 +44,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.headers import (
-    HeaderError,
+    answers_header_errors,
     error_response,
     optional_int,
     required_int,
@@ -69,6 +70,7 @@ from pocketmq.common.subscription import (
 )
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import GetResult, GetStatus
+from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 
 if TYPE_CHECKING:
@@ -95,6 +97,42 @@ TRANSFER_BYTES_MAX_DEFAULT: Final = 256 * 1024
 HOLD_MS_MAX_DEFAULT: Final = 120_000
 """A held pull never waits longer than this, whatever `suspendTimeoutMillis` says (clients use
 15-30 s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    """What the broker's settings say about pulls."""
+
+    broker_permission: int
+    """`brokerPermission`; without PERM_READ every pull is refused."""
+    long_polling_enable: bool = True
+    """`longPollingEnable`; when off, pulls are held `short_polling_ms` instead of their
+    `suspendTimeoutMillis`."""
+    enable_property_filter: bool = False
+    """`enablePropertyFilter`: serve SQL92 subscriptions."""
+    short_polling_ms: int = 1000
+    """`shortPollingTimeMills`."""
+    slave_read_enable: bool = False
+    """`slaveReadEnable`: only then does a pull that reads far behind the head get
+    suggestWhichBrokerId 1 (a slave); otherwise always 0."""
+    transfer_count_max: int = TRANSFER_COUNT_MAX_DEFAULT
+    """Messages per pull at most."""
+    transfer_bytes_max: int = TRANSFER_BYTES_MAX_DEFAULT
+    """Bytes per pull at most (one message is always sent)."""
+    hold_ms_max: int = HOLD_MS_MAX_DEFAULT
+    """Longest hold, whatever the client asks."""
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, store_config: MessageStoreConfig) -> PullSettings:
+        return cls(
+            broker_permission=config.broker_permission,
+            long_polling_enable=config.long_polling_enable,
+            enable_property_filter=config.enable_property_filter,
+            short_polling_ms=config.short_polling_time_mills,
+            slave_read_enable=config.slave_read_enable,
+            transfer_count_max=store_config.max_transfer_count_on_message_in_memory,
+            transfer_bytes_max=store_config.max_transfer_bytes_on_message_in_memory,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,14 +213,7 @@ class PullHandler:
         offsets: ConsumerOffsetTable,
         *,
         hold_service: PullHoldService,
-        broker_permission: int,
-        long_polling_enable: bool = True,
-        enable_property_filter: bool = False,
-        short_polling_ms: int = 1000,
-        slave_read_enable: bool = False,
-        transfer_count_max: int = TRANSFER_COUNT_MAX_DEFAULT,
-        transfer_bytes_max: int = TRANSFER_BYTES_MAX_DEFAULT,
-        hold_ms_max: int = HOLD_MS_MAX_DEFAULT,
+        settings: PullSettings,
         registered_subscription: Callable[[str, str], SubscriptionData | None] | None = None,
     ) -> None:
         """
@@ -192,16 +223,7 @@ class PullHandler:
             offsets: Consumer offsets; FLAG_COMMIT_OFFSET pulls commit into it.
             hold_service: Holds pulls that found nothing (hook its `on_dispatched` into the
                 store's dispatcher so arrivals wake them).
-            broker_permission: `brokerPermission`; without PERM_READ every pull is refused.
-            enable_property_filter: `enablePropertyFilter`: serve SQL92 subscriptions.
-            long_polling_enable: `longPollingEnable`; when off, pulls are held
-                `short_polling_ms` instead of their `suspendTimeoutMillis`.
-            short_polling_ms: `shortPollingTimeMills`.
-            slave_read_enable: `slaveReadEnable`: only then does a pull that reads far behind
-                the head get suggestWhichBrokerId 1 (a slave); otherwise always 0.
-            transfer_count_max: Messages per pull at most.
-            transfer_bytes_max: Bytes per pull at most (one message is always sent).
-            hold_ms_max: Longest hold, whatever the client asks.
+            settings: The broker's settings for pulls.
             registered_subscription: (group, topic) -> the subscription the group's heartbeat
                 registered; used for pulls that carry none (Java push consumers).
         """
@@ -210,17 +232,11 @@ class PullHandler:
         self._offsets = offsets
         self._hold = hold_service
         self._registered_subscription = registered_subscription
-        self.broker_permission = broker_permission
-        self._long_polling_enable = long_polling_enable
-        self._enable_property_filter = enable_property_filter
-        self._short_polling_ms = short_polling_ms
-        self._slave_read_enable = slave_read_enable
+        self._settings = settings
         self.pulled_messages = 0
         """Messages served so far (runtime info `pulledMessageCount`)."""
-        self._transfer_count_max = transfer_count_max
-        self._transfer_bytes_max = transfer_bytes_max
-        self._hold_ms_max = hold_ms_max
 
+    @answers_header_errors()
     async def handle(self, request: RemotingCommand, channel: Channel | None) -> RemotingCommand:
         """Answers one pull; may wait (long polling) but never blocks the loop.
 
@@ -231,11 +247,9 @@ class PullHandler:
         Returns:
             The response: found records in the body, or a code saying why not.
         """
-        try:
-            header = PullHeader.decode(request.ext_fields)
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        if not self.broker_permission & PERM_READ:
+        header = PullHeader.decode(request.ext_fields)
+        settings = self._settings
+        if not settings.broker_permission & PERM_READ:
             return error_response(
                 request, ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden"
             )
@@ -280,7 +294,7 @@ class PullHandler:
         elif self._registered_subscription is not None:
             subscription = self._registered_subscription(header.consumer_group, header.topic)
         sql = subscription.property_filter if subscription is not None else None
-        if sql is not None and not self._enable_property_filter:
+        if sql is not None and not settings.enable_property_filter:
             error = UnsupportedExpressionTypeError(EXPRESSION_TYPE_SQL92)
             return error_response(request, error.response_code, str(error))
         if header.commits_offset:
@@ -299,11 +313,14 @@ class PullHandler:
         result = self._read(header, offset, selection)
         code = pull_status_code(result.status, offset)
         if code is ResponseCode.PULL_NOT_FOUND and header.may_suspend:
+            settings = self._settings
             hold_ms = (
-                header.suspend_timeout_ms if self._long_polling_enable else self._short_polling_ms
+                header.suspend_timeout_ms
+                if settings.long_polling_enable
+                else settings.short_polling_ms
             )
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + min(hold_ms, self._hold_ms_max) / 1000
+            deadline = loop.time() + min(hold_ms, settings.hold_ms_max) / 1000
             while (remaining_s := deadline - loop.time()) > 0:
                 arrived = await self._hold.hold(header.topic, header.queue_id, offset, remaining_s)
                 result = self._read(header, offset, selection)
@@ -333,14 +350,14 @@ class PullHandler:
         return self._response(request, code, result)
 
     def _read(self, header: PullHeader, offset: int, selection: _Filter) -> GetResult:
-        max_bytes = self._transfer_bytes_max
+        max_bytes = self._settings.transfer_bytes_max
         if header.max_msg_bytes is not None:
             max_bytes = max(1, min(max_bytes, header.max_msg_bytes))
         return self._store.get_message(
             header.topic,
             header.queue_id,
             offset,
-            max(1, min(header.max_msg_nums, self._transfer_count_max)),
+            max(1, min(header.max_msg_nums, self._settings.transfer_count_max)),
             max_bytes=max_bytes,
             tag_codes=selection.tag_codes,
             record_filter=selection.record_filter,
@@ -353,7 +370,7 @@ class PullHandler:
             self.pulled_messages += len(result.buffers)
         suggest = (
             SLAVE_ID_WHEN_CONSUME_SLOWLY
-            if self._slave_read_enable and result.suggest_slave
+            if self._settings.slave_read_enable and result.suggest_slave
             else MASTER_ID
         )
         return RemotingCommand.response_to(

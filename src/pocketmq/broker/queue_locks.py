@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pocketmq.broker.headers import error_response
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.route_json import RouteBodyError, parse_fastjson
+from pocketmq.common.fastjson import FastjsonError, parse_fastjson
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 
@@ -119,7 +119,7 @@ def decode_lock_body(body: bytes) -> tuple[str, str, list[LockedQueue]]:
     except (ValueError, UnicodeDecodeError):
         try:
             document = parse_fastjson(body)
-        except RouteBodyError as exc:
+        except FastjsonError as exc:
             raise LockBodyError(f"the body is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise LockBodyError("the body is not a JSON object")

@@ -56,6 +56,16 @@ TRANSACTION_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 # RocketMQ takes s, m, h and d; ms is ours, for tests and short local delays.
 _UNITS_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL: Final = re.compile(r"(\d+)(ms|s|m|h|d)")
+_NOT_DELAYED_TOPICS: Final = frozenset(
+    # A half waits for its commit, and its commit is delayed; an op record is not a message;
+    # a discarded half is kept, not delivered.
+    {
+        SCHEDULE_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    }
+)
 
 
 class DelayLevelError(ValueError):
@@ -131,7 +141,8 @@ def _delay_level(properties: dict[str, str]) -> int:
 def redirect_delayed(message: MessageToStore, level_count: int) -> MessageToStore:
     """The message as the store takes it: through SCHEDULE_TOPIC_XXXX when it asks for a delay.
 
-    A message with DELAY > 0, not a transactional half or rollback message, goes to queue
+    A message with DELAY > 0, not a transactional half (by topic or transaction type) or
+    rollback message, goes to queue
     level-1 of SCHEDULE_TOPIC_XXXX with REAL_TOPIC / REAL_QID set and DELAY clamped to
     `level_count`. Every other message comes back as it is (the same object).
 
@@ -139,7 +150,7 @@ def redirect_delayed(message: MessageToStore, level_count: int) -> MessageToStor
         message: As the send path built it.
         level_count: How many levels `messageDelayLevel` has; 0 turns delays off.
     """
-    if level_count <= 0 or message.topic == SCHEDULE_TOPIC:
+    if level_count <= 0 or message.topic in _NOT_DELAYED_TOPICS:
         return message
     if PROPERTY_DELAY_TIME_LEVEL not in message.properties:
         return message  # the common case: no decoding

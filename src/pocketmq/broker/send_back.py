@@ -4,8 +4,8 @@ The handler (RocketMQ's `AbstractSendMessageProcessor.consumerSendMsgBack`) find
 creates its retry topic (`retryQueueNums` queues) on first use, reads the message at the
 request's CommitLog offset, and stores a copy where `retry_policy.decide_send_back` says: the
 retry topic with a growing delay, or the dead-letter topic (created with one queue) once the
-tries are used up. The copy is stored through the send path's store step, so its DELAY level
-takes it through SCHEDULE_TOPIC_XXXX like any delayed message.
+tries are used up. The copy is stored through the put path, so its DELAY level takes it through
+SCHEDULE_TOPIC_XXXX like any delayed message.
 
 Answers: SUCCESS (also when the group has `retryQueueNums` <= 0: nothing is stored, as in
 RocketMQ); SUBSCRIPTION_GROUP_NOT_EXIST; NO_PERMISSION (broker or retry topic not writable);
@@ -27,6 +27,7 @@ from pocketmq.broker.headers import (
     required_long,
     required_text,
 )
+from pocketmq.broker.put_path import PutPath
 from pocketmq.broker.retry_policy import (
     DLQ_QUEUE_NUMS,
     RetrySettings,
@@ -45,7 +46,6 @@ from pocketmq.common.constants import (
 )
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult
 from pocketmq.store.message_store import MessageStore
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class SendBackHandler:
         store: MessageStore,
         topics: TopicTable,
         find_group: Callable[[str], Awaitable[RetrySettings | None]],
-        store_messages: Callable[[list[MessageToStore]], Awaitable[PutResult]],
+        put_path: PutPath,
         clock: Clock,
         on_topic_created: Callable[[], None],
         *,
@@ -82,7 +82,7 @@ class SendBackHandler:
             topics: Retry and dead-letter topics are created here on first use.
             find_group: A group's settings, or None for an unknown group; may create the group
                 (`autoCreateSubscriptionGroup`).
-            store_messages: Stores the copy through the send path, so DELAY is honoured.
+            put_path: Where the copy is stored.
             clock: For topic data versions.
             on_topic_created: Called after a retry or dead-letter topic was created, so the
                 broker persists its topics and tells the NameServers.
@@ -92,7 +92,7 @@ class SendBackHandler:
         self._store = store
         self._topics = topics
         self._find_group = find_group
-        self._store_messages = store_messages
+        self._put_path = put_path
         self._clock = clock
         self._on_topic_created = on_topic_created
         self._broker_permission = broker_permission
@@ -152,8 +152,9 @@ class SendBackHandler:
             config = retry_config
         queue_id = self._rng.randrange(max(config.write_queue_nums, 1))
         copy = send_back_copy(stored, decision, queue_id)
-        result = await self._store_messages([copy])
-        if result.status not in STORED_STATUSES:
+        put = await self._put_path.put([copy])
+        if not put.stored:
+            result = put.result
             detail = f" ({result.remark})" if result.remark else ""
             return error_response(
                 request, ResponseCode.SYSTEM_ERROR, f"{result.status.value}{detail}"

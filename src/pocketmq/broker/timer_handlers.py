@@ -26,8 +26,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from pocketmq.broker.headers import HeaderError, required_text
-from pocketmq.broker.send import UNKNOWN_BORN_HOST, StoreWriter, parse_host_address
-from pocketmq.broker.timer_messages import TimerRefusal, TimerSettings, redirect_timer
+from pocketmq.broker.put_path import PutPath, PutRefusal
+from pocketmq.broker.send import UNKNOWN_BORN_HOST, parse_host_address
+from pocketmq.broker.timer_messages import TimerSettings
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import (
@@ -44,8 +45,7 @@ from pocketmq.common.properties import PropertyError, encode_properties
 from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import STORED_STATUSES, MessageToStore
-from pocketmq.store.message_store import StoreNotRunningError
+from pocketmq.store.api import MessageToStore
 from pocketmq.store.timer import delete_key
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class RecallHandler:
 
     def __init__(
         self,
-        store: StoreWriter,
+        put_path: PutPath,
         topics: TopicTable,
         settings: TimerSettings,
         clock: Clock,
@@ -76,7 +76,7 @@ class RecallHandler:
         region_id: str = "DefaultRegion",
     ) -> None:
         """Args:
-        store: Where the delete marker goes (the broker's `MessageStore`).
+        put_path: Where the delete marker goes; its timer step sends it to the slot.
         topics: The broker's topic table; the recalled topic must be in it.
         settings: Timer settings (limit, precision) and the broker's name.
         clock: Wall time, to check the handle's time.
@@ -86,7 +86,7 @@ class RecallHandler:
         allow_when_not_writeable: `allowRecallWhenBrokerNotWriteable`.
         region_id: `regionId`, echoed as MSG_REGION.
         """
-        self._store = store
+        self._put_path = put_path
         self._topics = topics
         self._settings = settings
         self._clock = clock
@@ -191,17 +191,14 @@ class RecallHandler:
             born_host=born_host,
         )
         try:
-            marker = redirect_timer(marker, self._settings, now_ms)
-            result = await self._store.put_messages([marker])
-        except TimerRefusal as exc:
+            put = await self._put_path.put([marker])
+        except PutRefusal as exc:
             return self._answer(request, ResponseCode.SYSTEM_ERROR, f"recall failed, {exc.remark}")
-        except StoreNotRunningError:
-            return self._answer(request, ResponseCode.SYSTEM_ERROR, "recall failed, store stopped")
-        if result.status not in STORED_STATUSES:
+        if not put.stored:
             return self._answer(
                 request,
                 ResponseCode.SYSTEM_ERROR,
-                f"recall failed, the delete marker was not stored ({result.status.value})",
+                f"recall failed, the delete marker was not stored ({put.result.status.value})",
             )
         log.info("recall of %s in %s stored for %s", handle.message_id, topic, handle.timestamp)
         return self._answer(request, ResponseCode.SUCCESS, None, msgId=handle.message_id)

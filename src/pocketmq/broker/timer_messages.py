@@ -17,10 +17,10 @@ Transactional half messages (and prepared or rolled-back ones) are left alone.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Final
 
+from pocketmq.broker.headers import JAVA_INT_TEXT
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -39,13 +39,20 @@ from pocketmq.common.constants import (
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.recall_handle import RecallHandle
 from pocketmq.store.api import MessageToStore
+from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.timer import TIMER_QUEUE_ID, TIMER_TOPIC
 
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 _NOT_REDIRECTED_TOPICS: Final = frozenset(
     # A timer topic record is redirected already; a half message gets its timer when its
-    # transaction commits and it is stored again under its real topic.
-    {TIMER_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+    # transaction commits and it is stored again under its real topic; a discarded half is
+    # kept, not delivered.
+    {
+        TIMER_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    }
 )
 _TIMER_REQUESTS: Final = (
     PROPERTY_TIMER_DELAY_SEC,
@@ -53,7 +60,6 @@ _TIMER_REQUESTS: Final = (
     PROPERTY_TIMER_DELIVER_MS,
 )
 _JAVA_LONG_MAX: Final = (1 << 63) - 1
-_JAVA_LONG_TEXT: Final = re.compile(r"[+-]?[0-9]{1,19}")
 
 
 class TimerRefusal(Exception):
@@ -78,6 +84,15 @@ class TimerSettings:
     @property
     def max_delay_ms(self) -> int:
         return self.max_delay_sec * 1000
+
+    @classmethod
+    def from_config(cls, store_config: MessageStoreConfig, broker_name: str) -> TimerSettings:
+        return cls(
+            enabled=store_config.timer_wheel_enable,
+            precision_ms=store_config.timer_precision_ms,
+            max_delay_sec=store_config.timer_max_delay_sec,
+            broker_name=broker_name,
+        )
 
 
 def round_timer_out_ms(deliver_ms: int, precision_ms: int) -> int:
@@ -158,7 +173,7 @@ def _deliver_ms(properties: dict[str, str], now_ms: int, settings: TimerSettings
         text = properties.get(name)
         if text is None:
             continue
-        if not _JAVA_LONG_TEXT.fullmatch(text):  # what Java's Long.parseLong takes
+        if not JAVA_INT_TEXT.fullmatch(text) or len(text.lstrip("+-")) > 19:  # Long.parseLong
             raise TimerRefusal(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"timer message illegal: {name}={text!r} is not a whole number",

@@ -12,15 +12,17 @@ from typing import Any
 
 import pytest
 
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.headers import HeaderError
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
-    HeaderError,
     PullHandler,
     PullHeader,
+    PullSettings,
     pull_status_code,
 )
 from pocketmq.broker.topics import TopicConfig, TopicTable
@@ -29,6 +31,7 @@ from pocketmq.common.constants import PERM_READ, PERM_WRITE
 from pocketmq.common.subscription import parse_subscription
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import GetResult, GetStatus
+from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 from tests.unit.broker.pull_support import (
     GROUP,
@@ -55,8 +58,14 @@ class Broker:
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
         handler_options.setdefault("broker_permission", PERM_READ | PERM_WRITE)
+        registered = handler_options.pop("registered_subscription", None)
         self.handler = PullHandler(
-            store, self.topics, self.offsets, hold_service=self.holds, **handler_options
+            store,
+            self.topics,
+            self.offsets,
+            hold_service=self.holds,
+            settings=PullSettings(**handler_options),
+            registered_subscription=registered,
         )
 
     def pull(self, request: RemotingCommand) -> RemotingCommand:
@@ -575,7 +584,7 @@ def test_pulls_past_the_hold_limit_are_answered_at_once(store: MessageStore) -> 
         broker.topics,
         broker.offsets,
         hold_service=broker.holds,
-        broker_permission=PERM_READ,
+        settings=PullSettings(broker_permission=PERM_READ),
     )
 
     async def scenario() -> None:
@@ -642,3 +651,25 @@ def test_pull_without_subscription_uses_the_one_the_heartbeat_registered(
     assert [m.properties["TAGS"] for m in decode_body(response.body)] == ["TagA", "TagA"]
     unknown_group = broker.pull(pull_request(0, group="other"))
     assert len(decode_body(unknown_group.body)) == 4
+
+
+def test_pull_settings_come_from_the_broker_and_store_settings() -> None:
+    config = BrokerConfig(
+        broker_permission=PERM_READ,
+        long_polling_enable=False,
+        enable_property_filter=True,
+        short_polling_time_mills=250,
+        slave_read_enable=True,
+    )
+    store_config = MessageStoreConfig(
+        max_transfer_count_on_message_in_memory=7, max_transfer_bytes_on_message_in_memory=4096
+    )
+    assert PullSettings.from_config(config, store_config) == PullSettings(
+        broker_permission=PERM_READ,
+        long_polling_enable=False,
+        enable_property_filter=True,
+        short_polling_ms=250,
+        slave_read_enable=True,
+        transfer_count_max=7,
+        transfer_bytes_max=4096,
+    )

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.put_path import PutPath, PutSettings
 from pocketmq.broker.schedule import (
     DELAY_LEVELS_DEFAULT,
     SCHEDULE_TOPIC,
@@ -37,6 +38,12 @@ from pocketmq.store.message_store import MessageStore
 T = TypeVar("T")
 NOW = 1_700_000_000_000
 LEVELS = DelayLevels((1000, 5000, 10_000))
+
+
+def put_path(store: MessageStore, clock: ManualClock) -> PutPath:
+    return PutPath(store, clock, PutSettings(delay_level_count=LEVELS.max_level))
+
+
 TOPIC = "Orders"
 
 
@@ -301,7 +308,7 @@ def test_a_delayed_message_is_invisible_until_due_then_delivered_with_its_proper
     open_store: Callable[[], MessageStore], clock: ManualClock
 ) -> None:
     store = open_store()
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     send_delayed(store, 1, b"a", uniq_key="U1")
 
@@ -332,7 +339,7 @@ def test_levels_deliver_independently_and_in_store_order(
     open_store: Callable[[], MessageStore], clock: ManualClock
 ) -> None:
     store = open_store()
-    delivery = DelayDelivery(store, LEVELS, clock, batch_per_level=2)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock, batch_per_level=2)
     delivery.load(None)
     send_delayed(store, 2, b"five")
     for body in (b"one-a", b"one-b", b"one-c"):
@@ -351,7 +358,7 @@ def test_offsets_persist_in_rocketmqs_shape_and_survive_a_restart(
     open_store: Callable[[], MessageStore], clock: ManualClock, tmp_path: Path
 ) -> None:
     store = open_store()
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     send_delayed(store, 1, b"early", uniq_key="U1")
     send_delayed(store, 3, b"late", uniq_key="U2")
@@ -363,7 +370,7 @@ def test_offsets_persist_in_rocketmqs_shape_and_survive_a_restart(
     store.close()
 
     reopened = open_store()
-    again = DelayDelivery(reopened, LEVELS, clock)
+    again = DelayDelivery(reopened, put_path(reopened, clock), LEVELS, clock)
     again.load(reopened.metadata.load_all().get("delayOffset.json"))
     clock.advance(9)
     assert run(again.deliver_due).delivered == 1
@@ -374,7 +381,7 @@ def test_a_delivery_whose_offset_was_lost_is_not_repeated_after_a_restart(
     open_store: Callable[[], MessageStore], clock: ManualClock
 ) -> None:
     store = open_store()
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     for uniq_key in ("U1", "U2"):
         send_delayed(store, 1, b"same body", uniq_key=uniq_key)
@@ -384,7 +391,7 @@ def test_a_delivery_whose_offset_was_lost_is_not_repeated_after_a_restart(
     send_delayed(store, 1, b"same body", uniq_key="U3")
 
     # A crash before the offsets were saved: the next start begins at 0 again.
-    restarted = DelayDelivery(store, LEVELS, clock)
+    restarted = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     restarted.load(None)
     clock.advance(1)
     assert run(restarted.deliver_due).delivered == 1  # only U3
@@ -398,7 +405,7 @@ def test_the_same_uniq_key_sent_again_later_is_still_delivered(
 ) -> None:
     """A retry copy keeps its UNIQ_KEY but has another reconsume count: not a duplicate."""
     store = open_store()
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     send_delayed(store, 1, b"x", uniq_key="U1")
     clock.advance(1)
@@ -415,7 +422,7 @@ def test_the_same_uniq_key_sent_again_later_is_still_delivered(
     )
     message = redirect_delayed(message, LEVELS.max_level)
     assert store.put_messages_now([message]).ok
-    restarted = DelayDelivery(store, LEVELS, clock)
+    restarted = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     restarted.load({"offsetTable": {"1": 1}})
     clock.advance(1)
     assert run(restarted.deliver_due).delivered == 1
@@ -428,7 +435,7 @@ def test_undeliverable_and_missing_records_are_skipped(
     no_real_topic = MessageToStore(SCHEDULE_TOPIC, b"?", encode_properties({"DELAY": "1"}))
     assert store.put_messages_now([no_real_topic]).ok
     send_delayed(store, 1, b"fine")
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     clock.advance(1)
     assert run(delivery.deliver_due).delivered == 1
@@ -442,7 +449,7 @@ def test_a_failed_put_holds_its_level_and_is_tried_again(
     store = open_store()
     send_delayed(store, 1, b"a")
     send_delayed(store, 2, b"b")
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load(None)
     real_put = store.put_messages
     failures = [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="disk full")]
@@ -468,7 +475,7 @@ def test_saved_offsets_past_the_queue_are_corrected_at_load(
 ) -> None:
     store = open_store()
     send_delayed(store, 1, b"a")
-    delivery = DelayDelivery(store, LEVELS, clock)
+    delivery = DelayDelivery(store, put_path(store, clock), LEVELS, clock)
     delivery.load({"offsetTable": {"1": 9, "2": 4}})
     assert delivery.offsets.offsets == {1: 1, 2: 0}
     assert delivery.runtime_stats() == {

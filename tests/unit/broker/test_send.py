@@ -9,19 +9,15 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.send import (
-    HeaderError,
-    SendHandler,
-    SendRequestHeader,
-    StoreWriter,
-    decode_send_header,
-    parse_host_address,
-)
+from pocketmq.broker.headers import HeaderError
+from pocketmq.broker.put_path import PutPath, PutSettings, StoreWriter
+from pocketmq.broker.send import SendHandler, SendSettings, parse_host_address
+from pocketmq.broker.send_header import SendRequestHeader, decode_send_header
 from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
 from pocketmq.common.batch import encode_batch_body
 from pocketmq.common.codes import LanguageCode, RequestCode, ResponseCode
@@ -102,13 +98,12 @@ class Broker:
     ) -> None:
         self.topics = make_topics(auto_create=auto_create)
         self.created: list[TopicConfig] = []
+        clock = ManualClock(NOW)
         self.handler = SendHandler(
-            store,
+            PutPath(store, clock, PutSettings(max_message_size=max_message_size)),
             self.topics,
-            STORE_HOST,
-            ManualClock(NOW),
-            8,
-            max_message_size,
+            SendSettings(STORE_HOST, default_topic_queue_nums=8),
+            clock,
             self.created.append,
             rng=random.Random(seed),
         )
@@ -774,8 +769,7 @@ def test_a_store_that_is_not_running_is_service_not_available() -> None:
 
 def test_region_and_trace_switch_come_from_the_broker() -> None:
     broker = Broker(FakeStore(PutResult(PutStatus.PUT_OK, [0], 0)))
-    broker.handler.region_id = "Hangzhou"
-    broker.handler.trace_on = False
+    broker.handler.settings = replace(broker.handler.settings, region_id="Hangzhou", trace_on=False)
     (ok, refused) = broker.send(
         request(RequestCode.SEND_MESSAGE, v1_fields()),
         request(RequestCode.SEND_MESSAGE, v1_fields(topic="bad topic")),

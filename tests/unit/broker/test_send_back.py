@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.admin_stats import SubscriptionGroupConfig
+from pocketmq.broker.groups import SubscriptionGroupConfig
+from pocketmq.broker.put_path import PutPath, PutSettings
 from pocketmq.broker.retry_policy import (
     MAX_RECONSUME_TIMES_HEADER_VERSION,
     SendBackDecision,
@@ -28,7 +29,7 @@ from pocketmq.broker.retry_policy import (
     send_back_copy,
 )
 from pocketmq.broker.schedule import SCHEDULE_TOPIC
-from pocketmq.broker.send import SendHandler
+from pocketmq.broker.send import SendHandler, SendSettings
 from pocketmq.broker.send_back import SendBackHandler
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -182,15 +183,15 @@ class Broker:
         self.topics.update(TopicConfig(TOPIC, 4, 4), NOW)
         self.groups = {GROUP: SubscriptionGroupConfig(GROUP)}
         self.created_topics = 0
+        self.put_path = PutPath(
+            self.store, self.clock, PutSettings(delay_level_count=len(DELAYS_MS))
+        )
         self.send = SendHandler(
-            self.store,
+            self.put_path,
             self.topics,
-            STORE_HOST,
+            SendSettings(STORE_HOST),
             self.clock,
-            8,
-            4096,
             lambda config: self._created(),
-            delay_level_count=len(DELAYS_MS),
             find_group=self.find_group,
             rng=random.Random(1),
         )
@@ -198,7 +199,7 @@ class Broker:
             self.store,
             self.topics,
             self.find_group,
-            self.send.store_messages,
+            self.put_path,
             self.clock,
             self._created,
             broker_permission=lambda: self.send.broker_permission,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pocketmq.broker.send import SendHandler
+from pocketmq.broker.put_path import PutPath, PutSettings
+from pocketmq.broker.send import SendHandler, SendSettings
 from pocketmq.broker.timer_handlers import RECALL_MESSAGE_TAG, RecallHandler
 from pocketmq.broker.timer_messages import (
     TimerRefusal,
@@ -219,15 +220,13 @@ def send_request(
 
 
 def handle_send(store: FakeStore, request: RemotingCommand) -> RemotingCommand:
+    clock = ManualClock(NOW)
     handler = SendHandler(
-        store,
+        PutPath(store, clock, PutSettings(timer=SETTINGS, max_message_size=1 << 20)),
         topic_table(),
-        ("10.0.0.1", 10911),
-        ManualClock(NOW),
-        4,
-        1 << 20,
+        SendSettings(("10.0.0.1", 10911), default_topic_queue_nums=4),
+        clock,
         lambda _: None,
-        timer=SETTINGS,
     )
     return asyncio.run(handler.handle(request, FakeChannel()))
 
@@ -274,11 +273,12 @@ def recall(
     permission: int = 6,
     allow_when_not_writeable: bool = True,
 ) -> RemotingCommand:
+    clock = ManualClock(now_ms)
     handler = RecallHandler(
-        store,
+        PutPath(store, clock, PutSettings(timer=SETTINGS)),
         topic_table(),
         SETTINGS,
-        ManualClock(now_ms),
+        clock,
         enabled=enabled,
         is_slave=False,
         broker_permission=lambda: permission,
@@ -352,11 +352,12 @@ def test_a_recall_that_cannot_work_is_refused_saying_why(
 
 
 def test_a_recall_without_a_handle_field_is_a_system_error() -> None:
+    clock = ManualClock(NOW)
     handler = RecallHandler(
-        FakeStore(),
+        PutPath(FakeStore(), clock, PutSettings(timer=SETTINGS)),
         topic_table(),
         SETTINGS,
-        ManualClock(NOW),
+        clock,
         enabled=True,
         is_slave=False,
         broker_permission=lambda: 6,

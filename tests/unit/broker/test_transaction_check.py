@@ -13,6 +13,7 @@ import pytest
 
 from pocketmq.broker.clients import ClientRegistry, HeartbeatData
 from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.put_path import PutPath, PutSettings
 from pocketmq.broker.transaction.check_service import (
     CheckRound,
     RoundRobinProducers,
@@ -65,15 +66,19 @@ class Broker:
         self.offsets = ConsumerOffsetTable()
         self.registry = ClientRegistry()
         self.channel = RecordingChannel()
+        put_path = PutPath(store, clock, PutSettings())
         self.checks = TransactionCheckService(
             store,
+            put_path,
             self.offsets,
             RoundRobinProducers(self.registry).pick,
             clock,
             broker_name="broker-a",
             settings=SETTINGS,
         )
-        self.end_handler = EndTransactionHandler(store, clock, transaction_timeout_ms=6000)
+        self.end_handler = EndTransactionHandler(
+            store, put_path, clock, transaction_timeout_ms=6000
+        )
 
     def connect_producer(self) -> None:
         self.registry.heartbeat(HeartbeatData("10.0.0.7@1", [GROUP], []), self.channel, NOW)

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.send import SendHandler
+from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.put_path import PutPath, PutSettings
+from pocketmq.broker.schedule import SCHEDULE_TOPIC, DelayLevels
+from pocketmq.broker.send import SendHandler, SendSettings
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.broker.transaction.half_messages import HALF_TOPIC, OP_TOPIC
 from pocketmq.broker.transaction.handlers import EndTransactionHandler
@@ -36,6 +39,7 @@ STORE_HOST = ("192.168.0.10", 10911)
 TOPIC = "Orders"
 GROUP = "tx-group"
 UNIQ = "0A000001000012340000AAAA00000001"
+DELAY_LEVELS = (1000, 5000, 10000)
 
 
 @dataclass
@@ -64,11 +68,19 @@ class Broker:
         topics = TopicTable(cluster_name="DefaultCluster", broker_name="broker-a")
         topics.load(None, NOW)
         topics.update(TopicConfig(TOPIC, read_queue_nums=4, write_queue_nums=4), NOW)
+        self.put_path = PutPath(
+            store, clock, PutSettings(delay_level_count=len(DELAY_LEVELS), max_message_size=4096)
+        )
         self.send_handler = SendHandler(
-            store, topics, STORE_HOST, clock, 8, 4096, lambda _: None, rng=random.Random(1)
+            self.put_path,
+            topics,
+            SendSettings(STORE_HOST),
+            clock,
+            lambda _: None,
+            rng=random.Random(1),
         )
         self.end_handler = EndTransactionHandler(
-            store, clock, transaction_timeout_ms=6000, is_slave=lambda: slave
+            store, self.put_path, clock, transaction_timeout_ms=6000, is_slave=lambda: slave
         )
 
     def run(self, request: RemotingCommand, handler: str = "end") -> RemotingCommand | None:
@@ -129,6 +141,7 @@ class Broker:
 def broker(tmp_path: Path) -> Iterator[Broker]:
     clock = ManualClock(NOW)
     store = MessageStore(small_config(tmp_path / "store"), store_host=STORE_HOST, clock=clock)
+    store.dispatcher.schedule_delays_ms = DELAY_LEVELS
     store.load()
     yield Broker(store, clock)
     store.close()
@@ -147,7 +160,7 @@ def test_a_transactional_send_is_stored_as_a_half_and_not_in_its_topic(broker: B
 
 
 def test_a_broker_that_rejects_transactions_stores_no_half(broker: Broker) -> None:
-    broker.send_handler.reject_transaction_message = True
+    broker.put_path.settings = replace(broker.put_path.settings, reject_transaction_message=True)
     fields = {
         "a": GROUP,
         "b": TOPIC,
@@ -184,6 +197,48 @@ def test_a_commit_stores_the_message_in_its_topic_and_an_op_record(broker: Broke
     [op] = broker.messages(OP_TOPIC, 0)
     assert op.body == b"0,"
     assert op.properties["TAGS"] == "d"
+
+
+def test_a_committed_message_with_a_delay_level_is_delayed_after_its_commit(
+    broker: Broker,
+) -> None:
+    """As RocketMQ 5: the half keeps DELAY and is not delayed (it waits for its end); the
+    committed message goes through the schedule topic and reaches its topic when due."""
+    half = broker.send_half(DELAY="2")
+    [stored_half] = broker.messages(HALF_TOPIC, 0)
+    assert stored_half.properties["DELAY"] == "2"
+    assert broker.messages(SCHEDULE_TOPIC, 1) == []
+
+    response = broker.end(half, TRANSACTION_COMMIT_TYPE)
+    assert response is not None
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    assert broker.messages(TOPIC, 2) == []
+    [scheduled] = broker.messages(SCHEDULE_TOPIC, 1)  # level 2 is queue 1
+    assert scheduled.properties["REAL_TOPIC"] == TOPIC
+    assert scheduled.properties["REAL_QID"] == "2"
+    assert scheduled.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE
+    assert [op.body for op in broker.messages(OP_TOPIC, 0)] == [b"0,"]
+
+    delivery = DelayDelivery(broker.store, broker.put_path, DelayLevels(DELAY_LEVELS), broker.clock)
+    delivery.load(None)
+    broker.clock.advance(4.9)
+    assert asyncio.run(delivery.deliver_due()).delivered == 0
+    broker.clock.advance(0.1)
+    assert asyncio.run(delivery.deliver_due()).delivered == 1
+    broker.store.dispatch_now()
+    [committed] = broker.messages(TOPIC, 2)
+    assert committed.body == b"order body"
+    assert committed.properties["UNIQ_KEY"] == UNIQ
+    assert committed.prepared_transaction_offset == half.commit_log_offset
+
+
+def test_a_rolled_back_half_with_a_delay_level_leaves_nothing_scheduled(broker: Broker) -> None:
+    half = broker.send_half(DELAY="2")
+    response = broker.end(half, TRANSACTION_ROLLBACK_TYPE)
+    assert response is not None
+    assert response.code == ResponseCode.SUCCESS
+    assert broker.messages(SCHEDULE_TOPIC, 1) == []
+    assert broker.messages(TOPIC, 2) == []
 
 
 def test_a_rollback_stores_only_the_op_record(broker: Broker) -> None:

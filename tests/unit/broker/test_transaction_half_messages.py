@@ -116,7 +116,7 @@ def test_a_half_goes_to_queue_0_of_the_half_topic_remembering_where_it_was_sent(
     assert properties["REAL_TOPIC"] == "Orders"
     assert properties["REAL_QID"] == "3"
     assert properties["__transactionId__"] == UNIQ
-    assert "DELAY" not in properties
+    assert properties["DELAY"] == "2"  # the commit is delayed, not the half (put path)
     assert half.sys_flag & TRANSACTION_TYPE_MASK == 0
     assert half.sys_flag & COMPRESSED_FLAG
     assert (half.body, half.flag, half.born_timestamp) == (b"order-1", 7, NOW - 10_000)

@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.put_path import PutPath
 from pocketmq.broker.transaction.half_messages import (
     CHECK_MAX_TIME_TOPIC,
     HALF_TOPIC,
@@ -61,7 +62,7 @@ from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import STORED_STATUSES, GetStatus, PutResult
+from pocketmq.store.api import GetStatus, PutResult
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class TransactionCheckService:
     def __init__(
         self,
         store: MessageStore,
+        put_path: PutPath,
         offsets: ConsumerOffsetTable,
         pick_producer: Callable[[str], ProducerChannel | None],
         clock: Clock,
@@ -141,7 +143,8 @@ class TransactionCheckService:
         """Wires the check-back.
 
         Args:
-            store: Half and op queues are read, copies and discarded halves stored, here.
+            store: Half and op queues are read here.
+            put_path: Where copies and discarded halves are stored.
             offsets: The broker's consumer offsets; CID_RMQ_SYS_TRANS's live here.
             pick_producer: A connected channel of a producer group, or None.
             clock: Wall time (ages, store times) and monotonic time (the pass limit).
@@ -149,6 +152,7 @@ class TransactionCheckService:
             settings: Interval, timeout, check limit.
         """
         self._store = store
+        self._put_path = put_path
         self._offsets = offsets
         self._pick_producer = pick_producer
         self._clock = clock
@@ -303,8 +307,9 @@ class TransactionCheckService:
     ) -> StoredMessage | None:
         """Stores a copy of `half` with `properties` at the end of its queue; returns the copy
         as stored, or None when the store refused (the pass stops there and retries later)."""
-        result = await self._store.put_messages([renewed_half(half, properties)])
-        if result.status not in STORED_STATUSES:
+        put = await self._put_path.put([renewed_half(half, properties)])
+        result = put.result
+        if not put.stored:
             log.error(
                 "copying half %d forward failed (%s %s); trying again next pass",
                 half.queue_offset,
@@ -323,8 +328,9 @@ class TransactionCheckService:
             producer_group(half),
             CHECK_MAX_TIME_TOPIC,
         )
-        result = await self._store.put_messages([discarded(half)])
-        if result.status not in STORED_STATUSES:
+        put = await self._put_path.put([discarded(half)])
+        result = put.result
+        if not put.stored:
             # As RocketMQ: the half is given up on all the same, it is not checked forever.
             log.error(
                 "storing discarded half %d failed: %s %s",

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from pocketmq.broker.headers import parse_java_int
 from pocketmq.common.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
@@ -62,7 +62,6 @@ OFFSET_SEPARATOR: Final = ","
 PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 HALF_QUEUE_ID: Final = 0
-_JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 
 
 class HalfMessageError(ValueError):
@@ -78,13 +77,6 @@ def with_transaction_type(sys_flag: int, kind: int) -> int:
 def _java_boolean(text: str | None) -> bool:
     # `Boolean.parseBoolean`: "true" in any case, everything else is false.
     return text is not None and text.lower() == "true"
-
-
-def _java_int(text: str | None) -> int | None:
-    # `Integer.parseInt` / `Long.parseLong`: no blanks, no underscores, ASCII digits only.
-    if text is None or not _JAVA_INTEGER.fullmatch(text):
-        return None
-    return int(text)
 
 
 def is_transaction_send(properties: str, reconsume_times: int) -> bool:
@@ -103,21 +95,21 @@ def is_transaction_send(properties: str, reconsume_times: int) -> bool:
     decoded = decode_properties(properties)
     if not _java_boolean(decoded.get(PROPERTY_TRANSACTION_PREPARED)):
         return False
-    delay_level = _java_int(decoded.get(PROPERTY_DELAY_TIME_LEVEL)) or 0
+    delay_level = parse_java_int(decoded.get(PROPERTY_DELAY_TIME_LEVEL)) or 0
     return not (reconsume_times > 0 and delay_level > 0)
 
 
 def to_half(message: MessageToStore) -> MessageToStore:
     """The half message a transactional send is stored as (`parseHalfMessageInner`).
 
-    A DELAY level is dropped: RocketMQ's producer drops it before sending, and a delayed half
-    would otherwise be routed through the schedule topic and never be checked.
+    A DELAY level or timer stays on the half, which the put path never delays: the committed
+    message is delayed after its commit, as in RocketMQ 5 (Java producers drop DELAY before a
+    transactional send; other clients may not).
     """
     properties = decode_properties(message.properties)
     uniq_key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if uniq_key:
         properties[PROPERTY_TRANSACTION_ID] = uniq_key
-    properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     properties[PROPERTY_REAL_TOPIC] = message.topic
     properties[PROPERTY_REAL_QUEUE_ID] = str(message.queue_id)
     return replace(
@@ -136,7 +128,7 @@ def real_destination(half: StoredMessage) -> tuple[str, int]:
         HalfMessageError: REAL_TOPIC is missing or REAL_QID is not a queue id.
     """
     topic = half.properties.get(PROPERTY_REAL_TOPIC)
-    queue_id = _java_int(half.properties.get(PROPERTY_REAL_QUEUE_ID))
+    queue_id = parse_java_int(half.properties.get(PROPERTY_REAL_QUEUE_ID))
     if not topic:
         raise HalfMessageError("the half message has no REAL_TOPIC")
     if queue_id is None or queue_id < 0:
@@ -201,7 +193,7 @@ def parse_op_offsets(body: bytes) -> list[int]:
         return []
     offsets = []
     for part in text.split(OFFSET_SEPARATOR):
-        value = _java_int(part)
+        value = parse_java_int(part)
         if value is not None:
             offsets.append(value)
         elif part.strip():
@@ -284,14 +276,14 @@ def check_times(half: StoredMessage) -> int | None:
     text = half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)
     if text is None:
         return None
-    value = _java_int(text)
+    value = parse_java_int(text)
     return -1 if value is None else value
 
 
 def immunity_ms(text: str, timeout_ms: int) -> int:
     """The first-check delay a CHECK_IMMUNITY_TIME_IN_SECONDS value asks for: never shorter
     than `transactionTimeOut`, which also stands for a value that is not a number."""
-    seconds = _java_int(text)
+    seconds = parse_java_int(text)
     if seconds is None:
         return timeout_ms
     return max(seconds * 1000, timeout_ms)
@@ -336,7 +328,7 @@ def judge_half(
             first_text = half.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
             if first_text is None:
                 return HalfVerdict.MOVE_ON_IMMUNE
-            first = _java_int(first_text)
+            first = parse_java_int(first_text)
             if first is None or first < 0:
                 return HalfVerdict.WAIT
             return HalfVerdict.RESOLVED if first in resolved else HalfVerdict.MOVE_ON_IMMUNE

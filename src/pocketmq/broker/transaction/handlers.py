@@ -15,11 +15,18 @@ broker answers all the same, for clients that wait.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
+from pocketmq.broker.headers import (
+    HeaderError,
+    optional_bool,
+    required_int,
+    required_long,
+    required_text,
+)
+from pocketmq.broker.put_path import PutPath, PutRefusal
 from pocketmq.broker.transaction.half_messages import (
     HALF_TOPIC,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -40,16 +47,12 @@ from pocketmq.common.stored_message import HostAddress, StoredMessage
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RequestHandler
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult, PutStatus
-from pocketmq.store.message_store import StoreNotRunningError
 
 log = logging.getLogger(__name__)
 
-_JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 
-
-class TransactionStore(Protocol):
-    """What ending a transaction needs of the store (`MessageStore`)."""
+class HalfReader(Protocol):
+    """What ending a transaction reads of the store (`MessageStore`)."""
 
     @property
     def store_host(self) -> HostAddress:
@@ -59,14 +62,6 @@ class TransactionStore(Protocol):
     def look_message_by_offset(self, physical_offset: int) -> StoredMessage | None:
         """The record at a CommitLog offset."""
         ...
-
-    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
-        """Stores messages of one topic and queue."""
-        ...
-
-
-class EndTransactionHeaderError(ValueError):
-    """An END_TRANSACTION header missing a required field or with a field that does not parse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,37 +77,24 @@ class EndTransactionHeader:
     transaction_id: str | None = None
     topic: str | None = None
 
+    @classmethod
+    def decode(cls, fields: Mapping[str, str]) -> EndTransactionHeader:
+        """Reads an END_TRANSACTION header.
 
-def decode_end_transaction_header(fields: Mapping[str, str]) -> EndTransactionHeader:
-    """Reads an END_TRANSACTION header.
-
-    Raises:
-        EndTransactionHeaderError: `producerGroup`, `tranStateTableOffset`, `commitLogOffset`,
-            `commitOrRollback` or `msgId` missing, or a number that does not parse.
-    """
-
-    def required(key: str) -> str:
-        value = fields.get(key)
-        if value is None:
-            raise EndTransactionHeaderError(f"the custom field <{key}> is null")
-        return value
-
-    def number(key: str) -> int:
-        text = required(key)
-        if not _JAVA_INTEGER.fullmatch(text):
-            raise EndTransactionHeaderError(f"the custom field <{key}> is not a number: {text!r}")
-        return int(text)
-
-    return EndTransactionHeader(
-        producer_group=required("producerGroup"),
-        tran_state_table_offset=number("tranStateTableOffset"),
-        commit_log_offset=number("commitLogOffset"),
-        commit_or_rollback=number("commitOrRollback"),
-        from_transaction_check=(fields.get("fromTransactionCheck") or "").lower() == "true",
-        msg_id=required("msgId"),
-        transaction_id=fields.get("transactionId") or None,
-        topic=fields.get("topic") or None,
-    )
+        Raises:
+            HeaderError: `producerGroup`, `tranStateTableOffset`, `commitLogOffset`,
+                `commitOrRollback` or `msgId` missing, or a number that does not parse.
+        """
+        return cls(
+            producer_group=required_text(fields, "producerGroup"),
+            tran_state_table_offset=required_long(fields, "tranStateTableOffset"),
+            commit_log_offset=required_long(fields, "commitLogOffset"),
+            commit_or_rollback=required_int(fields, "commitOrRollback"),
+            from_transaction_check=bool(optional_bool(fields, "fromTransactionCheck")),
+            msg_id=required_text(fields, "msgId"),
+            transaction_id=fields.get("transactionId") or None,
+            topic=fields.get("topic") or None,
+        )
 
 
 class EndTransactionHandler:
@@ -120,7 +102,8 @@ class EndTransactionHandler:
 
     def __init__(
         self,
-        store: TransactionStore,
+        store: HalfReader,
+        put_path: PutPath,
         clock: Clock,
         *,
         transaction_timeout_ms: int,
@@ -129,12 +112,14 @@ class EndTransactionHandler:
         """Wires the handler.
 
         Args:
-            store: Where halves are read and end messages and op records stored.
+            store: Where halves are read.
+            put_path: Where end messages and op records are stored.
             clock: Wall time, for the immunity check.
             transaction_timeout_ms: `transactionTimeOut`, the floor of an immunity time.
             is_slave: Whether the broker is a slave now (slaves refuse).
         """
         self._store = store
+        self._put_path = put_path
         self._clock = clock
         self._timeout_ms = transaction_timeout_ms
         self._is_slave = is_slave
@@ -156,8 +141,8 @@ class EndTransactionHandler:
             log.warning("END_TRANSACTION refused: this broker is a slave")
             return RemotingCommand.response_to(request, ResponseCode.SLAVE_NOT_AVAILABLE)
         try:
-            header = decode_end_transaction_header(request.ext_fields)
-        except EndTransactionHeaderError as exc:
+            header = EndTransactionHeader.decode(request.ext_fields)
+        except HeaderError as exc:
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         peer = getattr(channel, "remote_address", "?")
         kind = header.commit_or_rollback
@@ -207,14 +192,12 @@ class EndTransactionHandler:
                     message = end_message(half)
                 except HalfMessageError as exc:
                     return self._answer(request, ResponseCode.SYSTEM_ERROR, str(exc))
-                result = await self._store.put_messages([message])
-                if result.status not in STORED_STATUSES:
-                    return self._answer(request, *_failure(result))
+                put = await self._put_path.put([message])
+                if not put.stored:
+                    return self._answer(request, *self._put_path.failure_answer(put.result))
             await self._delete_half(half)
-        except StoreNotRunningError:
-            return self._answer(
-                request, ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
-            )
+        except PutRefusal as exc:  # a commit whose timer the wheel does not take
+            return self._answer(request, exc.code, exc.remark)
         return self._answer(request, ResponseCode.SUCCESS, None)
 
     def _outlived_immunity(self, header: EndTransactionHeader, half: StoredMessage) -> bool:
@@ -232,14 +215,14 @@ class EndTransactionHandler:
         op = op_message(
             half.queue_id, half.queue_offset, self._store.store_host, self._clock.now_ms()
         )
-        result = await self._store.put_messages([op])
-        if result.status not in STORED_STATUSES:
+        put = await self._put_path.put([op])
+        if not put.stored:
             log.error(
                 "writing the op record of half %d (%s) failed: %s %s; it will be checked back",
                 half.queue_offset,
                 half.properties.get(PROPERTY_REAL_TOPIC),
-                result.status.value,
-                result.remark,
+                put.result.status.value,
+                put.result.remark,
             )
 
     @staticmethod
@@ -260,18 +243,3 @@ def _mismatch(half: StoredMessage, header: EndTransactionHeader) -> str | None:
     if half.physical_offset != header.commit_log_offset:
         return "The commit log offset wrong"
     return None
-
-
-def _failure(result: PutResult) -> tuple[ResponseCode, str]:
-    status = result.status
-    if status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
-        return ResponseCode.MESSAGE_ILLEGAL, (
-            "The message is illegal, maybe msg body or properties length not matched."
-        )
-    if status is PutStatus.SERVICE_NOT_AVAILABLE:
-        return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
-    if status is PutStatus.CREATE_MAPPED_FILE_FAILED:
-        return ResponseCode.SYSTEM_ERROR, "Create mapped file failed."
-    if status is PutStatus.OS_PAGE_CACHE_BUSY:
-        return ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"
-    return ResponseCode.SYSTEM_ERROR, status.value

@@ -1,0 +1,288 @@
+"""How one broker is put together from its config: the store, the services over it, the
+request handlers and the table of request codes they answer.
+
+Plain constructor calls; the server (`server.py`) decides when each part starts and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pocketmq.broker.admin_handlers import AdminHandlers
+from pocketmq.broker.admin_stats import AdminStatsHandlers
+from pocketmq.broker.client_handlers import ClientHandlers
+from pocketmq.broker.clients import ClientRegistry
+from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.groups import SubscriptionGroupConfig
+from pocketmq.broker.ha.role import ReplicaRole
+from pocketmq.broker.ha.sync import master_routes
+from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.offset_handlers import OffsetHandlers
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.pull import PullHandler, PullSettings
+from pocketmq.broker.put_path import PutPath, PutSettings
+from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
+from pocketmq.broker.schedule import DelayLevels
+from pocketmq.broker.send import SendHandler, SendSettings
+from pocketmq.broker.send_back import SendBackHandler
+from pocketmq.broker.timer_handlers import RecallHandler
+from pocketmq.broker.timer_messages import TimerSettings
+from pocketmq.broker.topics import TopicConfig, TopicTable
+from pocketmq.broker.transaction.check_service import RoundRobinProducers, TransactionCheckService
+from pocketmq.broker.transaction.half_messages import CheckSettings
+from pocketmq.broker.transaction.handlers import EndTransactionHandler
+from pocketmq.common.codes import RequestCode
+from pocketmq.common.stored_message import HostAddress
+from pocketmq.common.topic_names import TopicError
+from pocketmq.remoting.transport import RequestHandler
+from pocketmq.runtime.clock import Clock
+from pocketmq.store.config import MessageStoreConfig
+from pocketmq.store.dispatch import DispatchRequest
+from pocketmq.store.message_store import MessageStore
+from pocketmq.store.timer import TimerMessageStore
+
+log = logging.getLogger(__name__)
+
+
+def build_store(
+    store_config: MessageStoreConfig,
+    store_host: HostAddress,
+    clock: Clock,
+    delay_levels: DelayLevels,
+) -> MessageStore:
+    """The broker's store, not yet loaded."""
+    store = MessageStore(store_config, store_host=store_host, clock=clock)
+    # Before recovery, which dispatches too: schedule entries get their delivery time.
+    store.dispatcher.schedule_delays_ms = delay_levels.delays_ms
+    return store
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedServices:
+    """Delayed delivery and (on a master with `timerWheelEnable`) the timer store, loaded;
+    the server starts them on a master only."""
+
+    delay_delivery: DelayDelivery
+    timer_store: TimerMessageStore | None
+
+
+def build_put_path(
+    store: MessageStore,
+    config: BrokerConfig,
+    store_config: MessageStoreConfig,
+    delay_levels: DelayLevels,
+    clock: Clock,
+) -> PutPath:
+    """The one way into `store`: every door below stores through it."""
+    settings = PutSettings(
+        delay_level_count=delay_levels.max_level,
+        timer=TimerSettings.from_config(store_config, config.broker_name),
+        reject_transaction_message=config.reject_transaction_message,
+        broker_ip=store.store_host[0],
+        max_message_size=store_config.max_message_size,
+    )
+    return PutPath(store, clock, settings)
+
+
+async def load_delayed_services(
+    store: MessageStore,
+    put_path: PutPath,
+    config: BrokerConfig,
+    store_config: MessageStoreConfig,
+    delay_levels: DelayLevels,
+    clock: Clock,
+) -> DelayedServices:
+    """Builds and loads the services that store messages again when they are due."""
+    timer_store = None
+    # Timer messages wait on a master only; a slave gets their deliveries by replication.
+    if store_config.timer_wheel_enable and config.broker_role is not BrokerRole.SLAVE:
+        timer_store = TimerMessageStore(store, store_config, clock)
+        await asyncio.to_thread(timer_store.load)
+    delay_delivery = DelayDelivery(store, put_path, delay_levels, clock)
+    delay_delivery.load(store.metadata_documents.get("delayOffset.json"))
+    return DelayedServices(delay_delivery, timer_store)
+
+
+class BrokerWiring:
+    """The services and handlers of one broker over its loaded store.
+
+    Build it once the store, topics, offsets and delayed services are loaded; `routes()` is
+    the dispatch table.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        put_path: PutPath,
+        *,
+        config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        clock: Clock,
+        topics: TopicTable,
+        offsets: ConsumerOffsetTable,
+        clients: ClientRegistry,
+        queue_locks: QueueLockTable,
+        delay_levels: DelayLevels,
+        replica: ReplicaRole,
+        delay_delivery: DelayDelivery,
+        topics_changed: Callable[[], None],
+        persist_offsets_now: Callable[[], Awaitable[None]],
+        runtime_info: Callable[[], dict[str, str]],
+    ) -> None:
+        self.store = store
+        self.put_path = put_path
+        self.config = config
+        self.store_config = store_config
+        self.clock = clock
+        self.topics = topics
+        self.offsets = offsets
+        self.clients = clients
+        self.queue_locks = queue_locks
+        self.delay_levels = delay_levels
+        self.replica = replica
+        self._topics_changed = topics_changed
+        self._persist_offsets_now = persist_offsets_now
+        self._runtime_info = runtime_info
+        self.delay_delivery = delay_delivery
+        self.holds = PullHoldService(store.get_max_offset_in_queue)
+        store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
+        if replica.is_slave:
+            store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
+        self.pull = PullHandler(
+            store,
+            topics,
+            offsets,
+            hold_service=self.holds,
+            settings=PullSettings.from_config(config, store_config),
+            registered_subscription=clients.subscription,
+        )
+        self.admin_stats = AdminStatsHandlers(store, topics, offsets, clock, config, store_config)
+        self.client_handlers = ClientHandlers(
+            clients,
+            topics,
+            clock,
+            self.admin_stats.ensure_group if config.auto_create_subscription_group else None,
+            topics_changed,
+        )
+
+    def routes(self) -> dict[int, RequestHandler]:
+        """Every request code the broker answers, with its handler."""
+        store = self.store
+        admin = AdminHandlers(
+            store, self.topics, self.offsets, self.clock, self._topics_changed, self._runtime_info
+        )
+        client_handlers = self.client_handlers
+        return {
+            **self._put_path_routes(store),
+            RequestCode.PULL_MESSAGE: self.pull.handle,
+            **OffsetHandlers(
+                store, self.offsets, self.topics, persist=self._persist_offsets_now
+            ).routes(),
+            **QueueLockHandlers(self.queue_locks, self.clock).routes(),
+            **admin.routes(),
+            **self.admin_stats.routes(),
+            **master_routes(self.offsets.document, self._delay_offsets_document),
+            RequestCode.GET_BROKER_HA_STATUS: self.replica.handle_status,
+            RequestCode.HEART_BEAT: client_handlers.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: client_handlers.unregister,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_handlers.consumer_list,
+        }
+
+    def _learn_replicated_topic(self, request: DispatchRequest) -> None:
+        """A slave serves reads of a topic the master created since the last metadata sync."""
+        if request.topic in self.topics.topics:
+            return
+        try:
+            learned = self.topics.learn_replicated(
+                request.topic, request.queue_id, self.clock.now_ms()
+            )
+        except TopicError:
+            return
+        if learned is not None:
+            log.info("topic %s seen in replicated data before its config", request.topic)
+            self._topics_changed()
+
+    async def _find_group(self, group: str) -> SubscriptionGroupConfig | None:
+        """A group's settings; an unknown group is created first with
+        `autoCreateSubscriptionGroup` (`findSubscriptionGroupConfig`)."""
+        groups = self.admin_stats.groups.groups
+        if group not in groups and self.config.auto_create_subscription_group:
+            await self.admin_stats.ensure_group(group)
+        return groups.get(group)
+
+    def _topic_created(self, config: TopicConfig) -> None:
+        log.info("topic %s created on first send", config.topic_name)
+        self._topics_changed()
+
+    def _delay_offsets_document(self) -> dict[str, Any]:
+        return self.delay_delivery.offsets.snapshot()
+
+    # -- the put path: send, send back, delayed and timer messages, transactions --------------
+
+    def _put_path_routes(self, store: MessageStore) -> dict[int, RequestHandler]:
+        config = self.config
+        put_path = self.put_path
+        send = SendHandler(
+            put_path,
+            self.topics,
+            SendSettings.from_config(config, store.store_host),
+            self.clock,
+            self._topic_created,
+            broker_permission=config.broker_permission,
+            find_group=self._find_group,
+        )
+        return {
+            RequestCode.SEND_MESSAGE: send.handle,
+            RequestCode.SEND_MESSAGE_V2: send.handle,
+            RequestCode.SEND_BATCH_MESSAGE: send.handle,
+            **SendBackHandler(
+                store,
+                self.topics,
+                self._find_group,
+                put_path,
+                self.clock,
+                self._topics_changed,
+                broker_permission=lambda: send.broker_permission,
+            ).routes(),
+            **EndTransactionHandler(
+                store,
+                put_path,
+                self.clock,
+                transaction_timeout_ms=config.transaction_timeout_ms,
+                is_slave=lambda: config.broker_role is BrokerRole.SLAVE,
+            ).routes(),
+            **RecallHandler(
+                put_path,
+                self.topics,
+                TimerSettings.from_config(self.store_config, config.broker_name),
+                self.clock,
+                enabled=config.recall_message_enable,
+                is_slave=config.broker_role is BrokerRole.SLAVE,
+                broker_permission=lambda: send.broker_permission,
+                allow_when_not_writeable=config.allow_recall_when_broker_not_writeable,
+                region_id=config.region_id,
+            ).routes(),
+        }
+
+    def transaction_check_service(self, store: MessageStore) -> TransactionCheckService:
+        config = self.config
+        settings = CheckSettings(
+            interval_ms=config.transaction_check_interval_ms,
+            timeout_ms=config.transaction_timeout_ms,
+            check_max=config.transaction_check_max,
+            file_reserved_ms=int(self.store_config.file_reserved_time_hours * 3_600_000),
+        )
+        return TransactionCheckService(
+            store,
+            self.put_path,
+            self.offsets,
+            RoundRobinProducers(self.clients).pick,
+            self.clock,
+            broker_name=config.broker_name,
+            settings=settings,
+        )
