@@ -7,10 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.route import TopicRouteData
 from pocketmq.common.route_json import decode_cluster_info, decode_topic_route
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RemotingClient
-from pocketmq.testing import ServerProcess
+from pocketmq.testing import ServerProcess, async_wait_until
 from tests.integration.test_broker import send_v2
 
 ServerFactory = Callable[..., ServerProcess]
@@ -49,14 +50,15 @@ def test_broker_registers_and_routes_follow_topics(
             assert tbw.code == ResponseCode.SUCCESS
             sent = await client.invoke(broker.address, send_v2("Fresh", 0, b"x"), 5)
             assert sent.code == ResponseCode.SUCCESS
-            route = None
-            for _ in range(100):  # the broker re-registers right after auto-creating the topic
+
+            async def fresh_route() -> TopicRouteData | None:
                 answer = await client.invoke(second.address, route_request("Fresh", 479), 5)
-                if answer.code == ResponseCode.SUCCESS:
-                    route = decode_topic_route(answer.body)
-                    break
-                await asyncio.sleep(0.05)
-            assert route is not None
+                return (
+                    decode_topic_route(answer.body) if answer.code == ResponseCode.SUCCESS else None
+                )
+
+            # The broker re-registers right after auto-creating the topic.
+            route = await async_wait_until(fresh_route, "the route of Fresh", poll_s=0.05)
             (broker_data,) = route.broker_datas
             assert broker_data.broker_addrs == {0: broker.address}
             assert route.queue_datas[0].write_queue_nums == 4

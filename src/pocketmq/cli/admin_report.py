@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -30,3 +31,11 @@ def key_values(pairs: Sequence[tuple[str, object]], separator: str = ": ") -> li
     """`key<sep>value` lines with the keys padded to one width."""
     width = max((len(k) for k, _ in pairs), default=0)
     return [f"{k.ljust(width)}{separator}{v}" for k, v in pairs]
+
+
+def human_time_ms(timestamp_ms: int) -> str:
+    """`yyyy-MM-dd HH:mm:ss,SSS` in local time, as mqadmin prints times; "" for 0."""
+    if timestamp_ms <= 0:
+        return ""
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{timestamp_ms % 1000:03d}"

@@ -12,8 +12,8 @@ left out, no spaces. Two styles exist (`ClientRequestProcessor`):
 Maps are written sorted in both styles (fastjson's HashMap order for small broker ids is
 ascending anyway), and route lists by broker name, so equal tables give equal bytes.
 
-Decoders accept either style: `parse_fastjson` quotes bare numeric keys before handing the text
-to the standard `json` module. REGISTER_BROKER bodies are read in all three forms a broker may
+Decoders accept either style (`common.fastjson` reads bare numeric keys; this module owns only
+the shapes of the bodies). REGISTER_BROKER bodies are read in all three forms a broker may
 send: `RegisterBrokerBody` JSON, the bare `TopicConfigSerializeWrapper` of brokers older than
 V3_0_11, and the zlib-compressed binary form (`compressedRegister`). Anything malformed raises
 `RouteBodyError`; a caller answers SYSTEM_ERROR and keeps the connection.
@@ -21,15 +21,14 @@ V3_0_11, and the zlib-compressed binary form (`compressedRegister`). Anything ma
 
 from __future__ import annotations
 
-import json
-import re
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import Final
 
 from pocketmq.common.data_version import DataVersion
+from pocketmq.common.fastjson import FastjsonError, Node, dumps, parse_fastjson
 from pocketmq.common.route import (
     BrokerData,
     BrokerTopicConfig,
@@ -45,7 +44,7 @@ REGISTER_BODY_INFLATED_BYTES_MAX: Final = 64 << 20
 """Cap on an inflated compressed registration: about ten times a 100 000-topic broker's body."""
 
 
-class RouteBodyError(ValueError):
+class RouteBodyError(FastjsonError):
     """A NameServer call's body is not what RocketMQ would send; the message says where."""
 
 
@@ -61,56 +60,9 @@ def register_body_crc32(body: bytes) -> int:
 
 # ---- writing ------------------------------------------------------------------------------
 
-_Node: TypeAlias = (
-    bool | int | str | Sequence["_Node"] | Mapping[str, "_Node"] | Mapping[int, "_Node"] | None
-)
 
-
-def _dumps(node: _Node, *, standard_json: bool) -> bytes:
-    out: list[str] = []
-    _write(node, out, standard_json)
-    return "".join(out).encode("utf-8")
-
-
-def _write(node: _Node, out: list[str], standard_json: bool) -> None:
-    if node is None:
-        out.append("null")
-    elif isinstance(node, bool):
-        out.append("true" if node else "false")
-    elif isinstance(node, int):
-        out.append(str(node))
-    elif isinstance(node, str):
-        out.append(json.dumps(node, ensure_ascii=standard_json))
-    elif isinstance(node, Mapping):
-        items: list[tuple[str | int, _Node]] = [(k, v) for k, v in node.items()]
-        items.sort(key=_key_order)
-        out.append("{")
-        for index, (key, value) in enumerate(items):
-            if index:
-                out.append(",")
-            if isinstance(key, str):
-                out.append(json.dumps(key, ensure_ascii=standard_json))
-            else:
-                out.append(f'"{key}"' if standard_json else str(key))
-            out.append(":")
-            _write(value, out, standard_json)
-        out.append("}")
-    else:
-        out.append("[")
-        for index, value in enumerate(node):
-            if index:
-                out.append(",")
-            _write(value, out, standard_json)
-        out.append("]")
-
-
-def _key_order(item: tuple[str | int, _Node]) -> tuple[int, int, str]:
-    key = item[0]
-    return (1, 0, key) if isinstance(key, str) else (0, key, "")
-
-
-def _queue_data_node(queue_data: QueueData) -> _Node:
-    node: dict[str, _Node] = {
+def _queue_data_node(queue_data: QueueData) -> Node:
+    node: dict[str, Node] = {
         "brokerName": queue_data.broker_name,
         "perm": queue_data.perm,
         "readQueueNums": queue_data.read_queue_nums,
@@ -120,8 +72,8 @@ def _queue_data_node(queue_data: QueueData) -> _Node:
     return node
 
 
-def _broker_data_node(broker_data: BrokerData) -> _Node:
-    node: dict[str, _Node] = {
+def _broker_data_node(broker_data: BrokerData) -> Node:
+    node: dict[str, Node] = {
         "brokerAddrs": broker_data.broker_addrs,
         "brokerName": broker_data.broker_name,
         "cluster": broker_data.cluster,
@@ -139,7 +91,7 @@ def encode_topic_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
         route: From `RouteTable.route`, with `order_topic_conf` set if ordered messages are on.
         standard_json: `wants_standard_json(request.version, acceptStandardJsonOnly)`.
     """
-    node: dict[str, _Node] = {
+    node: dict[str, Node] = {
         "brokerDatas": [
             _broker_data_node(b) for b in sorted(route.broker_datas, key=lambda b: b.broker_name)
         ],
@@ -150,68 +102,44 @@ def encode_topic_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
     }
     if route.order_topic_conf is not None:
         node["orderTopicConf"] = route.order_topic_conf
-    return _dumps(node, standard_json=standard_json)
+    return dumps(node, standard_json=standard_json)
 
 
 def encode_cluster_info(info: ClusterInfo, *, standard_json: bool = False) -> bytes:
     """The GET_BROKER_CLUSTER_INFO body; a Java NameServer always writes fastjson style."""
-    node: dict[str, _Node] = {
+    node: dict[str, Node] = {
         "brokerAddrTable": {n: _broker_data_node(b) for n, b in info.broker_addr_table.items()},
         "clusterAddrTable": {c: sorted(n) for c, n in info.cluster_addr_table.items()},
     }
-    return _dumps(node, standard_json=standard_json)
+    return dumps(node, standard_json=standard_json)
 
 
 def encode_topic_list(topics: TopicList) -> bytes:
     """A `TopicList` body: `{"brokerAddr":...,"topicList":[...]}` (brokerAddr when set)."""
-    node: dict[str, _Node] = {"topicList": topics.topic_list}
+    node: dict[str, Node] = {"topicList": topics.topic_list}
     if topics.broker_addr is not None:
         node["brokerAddr"] = topics.broker_addr
-    return _dumps(node, standard_json=False)
+    return dumps(node, standard_json=False)
 
 
 def encode_data_version(version: DataVersion) -> bytes:
     """A `DataVersion` body (QUERY_DATA_VERSION request and response)."""
-    return _dumps(version.to_json(), standard_json=False)
+    return dumps(version.to_json(), standard_json=False)
 
 
 def encode_kv_table(table: Mapping[str, str]) -> bytes:
     """A `KVTable` body, `{"table":{...}}` (GET_KVLIST_BY_NAMESPACE, REGISTER_BROKER reply)."""
-    return _dumps({"table": table}, standard_json=False)
+    return dumps({"table": table}, standard_json=False)
 
 
 # ---- reading ------------------------------------------------------------------------------
 
-# A whole JSON string (skipped as is), or a bare integer key right after `{` or `,`.
-_STRING_OR_BARE_KEY: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<=[{,])(\s*)(-?\d+)(\s*:)')
 
-
-def quote_numeric_keys(text: str) -> str:
-    """Rewrites fastjson's bare numeric keys as JSON strings: `{0:"a"}` -> `{"0":"a"}`.
-
-    Text inside strings is never touched, and standard JSON comes back unchanged.
-    """
-    return _STRING_OR_BARE_KEY.sub(_quote_key, text)
-
-
-def _quote_key(match: re.Match[str]) -> str:
-    if match.group(2) is None:
-        return match.group(0)
-    return f'{match.group(1)}"{match.group(2)}"{match.group(3)}'
-
-
-def parse_fastjson(data: bytes | str) -> object:
-    """Parses JSON as fastjson writes it (bare numeric keys allowed).
-
-    Raises:
-        RouteBodyError: Not UTF-8, or not JSON even after quoting numeric keys.
-    """
+def _parse(data: bytes | str) -> object:
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        parsed: object = json.loads(quote_numeric_keys(text))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise RouteBodyError(f"body is not JSON: {error}") from None
-    return parsed
+        return parse_fastjson(data)
+    except FastjsonError as error:
+        raise RouteBodyError(str(error)) from None
 
 
 def _object(value: object, what: str) -> dict[str, object]:
@@ -309,7 +237,7 @@ def decode_topic_route(body: bytes) -> TopicRouteData:
     Raises:
         RouteBodyError: Not a `TopicRouteData`.
     """
-    document = _object(parse_fastjson(body), "route")
+    document = _object(_parse(body), "route")
     filter_servers = _object(document.get("filterServerTable"), "filterServerTable")
     order_conf = document.get("orderTopicConf")
     return TopicRouteData(
@@ -330,7 +258,7 @@ def decode_cluster_info(body: bytes) -> ClusterInfo:
     Raises:
         RouteBodyError: Not a `ClusterInfo`.
     """
-    document = _object(parse_fastjson(body), "clusterInfo")
+    document = _object(_parse(body), "clusterInfo")
     brokers = _object(document.get("brokerAddrTable"), "brokerAddrTable")
     clusters = _object(document.get("clusterAddrTable"), "clusterAddrTable")
     return ClusterInfo(
@@ -348,7 +276,7 @@ def decode_topic_list(body: bytes) -> TopicList:
     Raises:
         RouteBodyError: Not a `TopicList`.
     """
-    document = _object(parse_fastjson(body), "topicList")
+    document = _object(_parse(body), "topicList")
     broker_addr = document.get("brokerAddr")
     return TopicList(
         topic_list=_string_list(document.get("topicList"), "topicList"),
@@ -364,7 +292,7 @@ def decode_data_version(body: bytes) -> DataVersion:
     """
     if not body:
         return DataVersion()
-    return _data_version(parse_fastjson(body), "dataVersion")
+    return _data_version(_parse(body), "dataVersion")
 
 
 def decode_kv_table(body: bytes) -> dict[str, str]:
@@ -373,7 +301,7 @@ def decode_kv_table(body: bytes) -> dict[str, str]:
     Raises:
         RouteBodyError: Not `{"table": {str: str}}`.
     """
-    table = _object(_object(parse_fastjson(body), "kvTable").get("table"), "table")
+    table = _object(_object(_parse(body), "kvTable").get("table"), "table")
     return {key: _string(value, f"table[{key!r}]") for key, value in table.items()}
 
 
@@ -411,8 +339,8 @@ def _topic_config(name: str, value: object) -> BrokerTopicConfig:
     )
 
 
-def _topic_config_node(config: BrokerTopicConfig) -> _Node:
-    node: dict[str, _Node] = {
+def _topic_config_node(config: BrokerTopicConfig) -> Node:
+    node: dict[str, Node] = {
         "attributes": config.attributes,
         "order": config.order,
         "perm": config.perm,
@@ -441,7 +369,7 @@ def decode_register_broker_body(body: bytes, *, compressed: bool) -> RegisterBro
         return RegisterBrokerBody()
     if compressed or body[:1] == b"\x78":  # 0x78: the first byte of every zlib stream
         return _decode_compressed(body)
-    document = _object(parse_fastjson(body), "registerBrokerBody")
+    document = _object(_parse(body), "registerBrokerBody")
     if "topicConfigSerializeWrapper" in document:
         wrapper = _object(document["topicConfigSerializeWrapper"], "topicConfigSerializeWrapper")
         filter_servers: list[str] | None = _string_list(
@@ -511,13 +439,13 @@ def _inflate(body: bytes) -> bytes:
 
 def _decode_compressed(body: bytes) -> RegisterBrokerBody:
     reader = _Reader(_inflate(body))
-    data_version = _data_version(parse_fastjson(reader.read_text("data version")), "dataVersion")
+    data_version = _data_version(_parse(reader.read_text("data version")), "dataVersion")
     topic_configs: dict[str, BrokerTopicConfig] = {}
     for _ in range(reader.read_count("topic count")):
         config = _topic_config_text(reader.read_text("topic config"))
         topic_configs[config.topic_name] = config
     filter_servers = _string_list(
-        parse_fastjson(reader.read_text("filter server list")), "filterServerList"
+        _parse(reader.read_text("filter server list")), "filterServerList"
     )
     # Static-topic mappings follow for brokers >= V5_0_0; pocketmq keeps none, so skip them.
     if reader.remaining >= 4:
@@ -535,7 +463,7 @@ def _topic_config_text(text: str) -> BrokerTopicConfig:
     name, read, write, perm, filter_type = parts[:5]
     attributes: dict[str, str] = {}
     if len(parts) == 6:
-        document = _object(parse_fastjson(parts[5]), f"topic {name!r} attributes")
+        document = _object(_parse(parts[5]), f"topic {name!r} attributes")
         attributes = {k: _string(v, f"topic {name!r} attributes[]") for k, v in document.items()}
     return BrokerTopicConfig(
         topic_name=name,
@@ -558,18 +486,18 @@ def encode_register_broker_body(body: RegisterBrokerBody, *, compress: bool = Fa
     filter_servers = body.filter_server_list or []
     if compress:
         return _encode_compressed(body, filter_servers)
-    wrapper: dict[str, _Node] = {
+    wrapper: dict[str, Node] = {
         "dataVersion": body.data_version.to_json(),
         "mappingDataVersion": DataVersion().to_json(),
         "topicConfigTable": {n: _topic_config_node(c) for n, c in body.topic_configs.items()},
         "topicQueueMappingDetailMap": {},
         "topicQueueMappingInfoMap": {},
     }
-    node: dict[str, _Node] = {
+    node: dict[str, Node] = {
         "filterServerList": filter_servers,
         "topicConfigSerializeWrapper": wrapper,
     }
-    return _dumps(node, standard_json=False)
+    return dumps(node, standard_json=False)
 
 
 def _encode_compressed(body: RegisterBrokerBody, filter_servers: list[str]) -> bytes:
@@ -588,9 +516,9 @@ def _encode_compressed(body: RegisterBrokerBody, filter_servers: list[str]) -> b
             str(config.write_queue_nums),
             str(config.perm),
             config.topic_filter_type,
-            _dumps(config.attributes, standard_json=False).decode("utf-8"),
+            dumps(config.attributes, standard_json=False).decode("utf-8"),
         ]
         text(" ".join(fields).encode("utf-8"))
-    text(_dumps(filter_servers, standard_json=False))
+    text(dumps(filter_servers, standard_json=False))
     parts.append(struct.pack(">i", 0))  # no static-topic mappings
     return zlib.compress(b"".join(parts), 9)  # Deflater.BEST_COMPRESSION

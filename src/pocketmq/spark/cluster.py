@@ -183,14 +183,7 @@ class Cluster:
             if skip_missing and exc.code == ResponseCode.TOPIC_NOT_EXIST:
                 return []
             raise
-        return [
-            QueueBounds(
-                MessageQueue(topic, q.queue.broker_name, q.queue.queue_id),
-                q.min_offset,
-                q.max_offset,
-            )
-            for q in stats.queues
-        ]
+        return [QueueBounds(q.queue, q.min_offset, q.max_offset) for q in stats.queues]
 
     def offset_at(self, queue: MessageQueue, timestamp_ms: int) -> int:
         async def ask() -> int:

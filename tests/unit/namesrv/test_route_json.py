@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pocketmq.common import route_json
 from pocketmq.common.data_version import DataVersion
+from pocketmq.common.fastjson import parse_fastjson, quote_numeric_keys
 from pocketmq.common.route import (
     BrokerData,
     BrokerTopicConfig,
@@ -39,8 +40,6 @@ from pocketmq.common.route_json import (
     encode_register_broker_body,
     encode_topic_list,
     encode_topic_route,
-    parse_fastjson,
-    quote_numeric_keys,
     register_body_crc32,
     wants_standard_json,
 )
