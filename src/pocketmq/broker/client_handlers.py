@@ -11,20 +11,18 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final
 
 from pocketmq.broker.clients import ClientRegistry, HeartbeatError, parse_heartbeat
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.common.topic_names import retry_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel
 from pocketmq.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 
 
 class ClientHandlers:
@@ -58,9 +56,9 @@ class ClientHandlers:
         for consumer in data.consumer_groups:
             if self._on_consumer_group is not None:
                 await self._on_consumer_group(consumer.group)
-            retry_topic = RETRY_GROUP_TOPIC_PREFIX + consumer.group
-            if self._topics.get(retry_topic) is None:
-                self._topics.create_system_topic(retry_topic, 1, PERM_READ | PERM_WRITE, now_ms)
+            retry = retry_topic(consumer.group)
+            if self._topics.get(retry) is None:
+                self._topics.create_system_topic(retry, 1, PERM_READ | PERM_WRITE, now_ms)
                 if self._on_topic_created is not None:
                     self._on_topic_created()
         changed = self.registry.heartbeat(data, channel, now_ms)

@@ -60,6 +60,7 @@ from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PERM_READ
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.property_filter import PropertyFilter
+from pocketmq.common.route import MASTER_ID
 from pocketmq.common.stored_message import ReadableBuffer, parse_layout
 from pocketmq.common.subscription import (
     EXPRESSION_TYPE_SQL92,
@@ -85,7 +86,6 @@ FLAG_SUBSCRIPTION: Final = 0x4
 FLAG_CLASS_FILTER: Final = 0x8
 FLAG_LITE_PULL_MESSAGE: Final = 0x10
 
-MASTER_ID: Final = 0
 SLAVE_ID_WHEN_CONSUME_SLOWLY: Final = 1
 """`SubscriptionGroupConfig.whichBrokerWhenConsumeSlowly` default."""
 

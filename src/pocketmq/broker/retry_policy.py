@@ -31,10 +31,14 @@ from pocketmq.common.constants import (
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import StoredMessage
+from pocketmq.common.topic_names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    retry_topic,
+)
 from pocketmq.store.api import MessageToStore
 
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 FIRST_RETRY_LEVEL: Final = 3
 """Delay level of the first retry (10 s with RocketMQ's default levels)."""
@@ -54,16 +58,6 @@ class RetrySettings(Protocol):
 
     @property
     def retry_queue_nums(self) -> int: ...
-
-
-def retry_topic(group: str) -> str:
-    """`%RETRY%<group>` (`MixAll.getRetryTopic`)."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """`%DLQ%<group>` (`MixAll.getDLQTopic`)."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def group_of_retry_topic(topic: str) -> str | None:

@@ -33,6 +33,11 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import StoredMessage
+from pocketmq.common.topic_names import (
+    TRANSACTION_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_HALF_TOPIC,
+    TRANSACTION_OP_HALF_TOPIC,
+)
 from pocketmq.store.api import MessageToStore
 from pocketmq.store.dispatch import SCHEDULE_TOPIC, deliver_timestamp_ms
 
@@ -52,7 +57,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DELAY_LEVELS_DEFAULT: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-TRANSACTION_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 # RocketMQ takes s, m, h and d; ms is ours, for tests and short local delays.
 _UNITS_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL: Final = re.compile(r"(\d+)(ms|s|m|h|d)")
@@ -61,9 +65,9 @@ _NOT_DELAYED_TOPICS: Final = frozenset(
     # a discarded half is kept, not delivered.
     {
         SCHEDULE_TOPIC,
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
+        TRANSACTION_HALF_TOPIC,
+        TRANSACTION_OP_HALF_TOPIC,
+        TRANSACTION_CHECK_MAX_TIME_TOPIC,
     }
 )
 

@@ -32,7 +32,6 @@ from pocketmq.broker.put_path import Put, PutPath, PutRefusal
 from pocketmq.broker.retry_policy import (
     DLQ_QUEUE_NUMS,
     RetrySettings,
-    dlq_topic,
     group_of_retry_topic,
     max_reconsume_times,
     retry_send_is_dead,
@@ -54,7 +53,18 @@ from pocketmq.common.constants import (
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.stored_message import HostAddress
-from pocketmq.common.topic_names import TopicError, validate_topic_name
+from pocketmq.common.topic_names import (
+    OFFSET_MOVED_EVENT,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANSACTION_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_HALF_TOPIC,
+    TRANSACTION_OP_HALF_TOPIC,
+    TopicError,
+    dlq_topic,
+    validate_topic_name,
+)
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutStatus
@@ -64,15 +74,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
+        SCHEDULE_TOPIC,
+        TRANSACTION_HALF_TOPIC,
+        TRANSACTION_OP_HALF_TOPIC,
+        TRANSACTION_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
     }
 )
 """Internal topics producers may not write to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`)."""

@@ -34,7 +34,6 @@ from pocketmq.broker.retry_policy import (
     SendBackDecision,
     decide_send_back,
     max_reconsume_times,
-    retry_topic,
     send_back_copy,
 )
 from pocketmq.broker.topics import TopicConfig, TopicTable
@@ -44,6 +43,7 @@ from pocketmq.common.constants import (
     PERM_WRITE,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
+from pocketmq.common.topic_names import retry_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.message_store import MessageStore

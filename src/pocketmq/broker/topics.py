@@ -16,18 +16,28 @@ from typing import Any, Final
 
 from pocketmq.common.constants import PERM_INHERIT, PERM_READ, PERM_WRITE
 from pocketmq.common.data_version import DataVersion
-from pocketmq.common.topic_names import TopicError, validate_topic_name
+from pocketmq.common.topic_names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TIMER_TOPIC,
+    TRANSACTION_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_HALF_TOPIC,
+    TRANSACTION_OP_HALF_TOPIC,
+    TopicError,
+    validate_topic_name,
+)
 
-AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 SYSTEM_TOPICS: Final = {
-    "SCHEDULE_TOPIC_XXXX": 18,
-    "RMQ_SYS_TRANS_HALF_TOPIC": 1,
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC": 1,
-    "TRANS_CHECK_MAX_TIME_TOPIC": 1,
-    "rmq_sys_wheel_timer": 1,
-    "SELF_TEST_TOPIC": 1,
-    "OFFSET_MOVED_EVENT": 1,
+    SCHEDULE_TOPIC: 18,
+    TRANSACTION_HALF_TOPIC: 1,
+    TRANSACTION_OP_HALF_TOPIC: 1,
+    TRANSACTION_CHECK_MAX_TIME_TOPIC: 1,
+    TIMER_TOPIC: 1,
+    SELF_TEST_TOPIC: 1,
+    OFFSET_MOVED_EVENT: 1,
 }
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Final
 
 from pocketmq.cli.admin_report import Report, human_time_ms, table
 from pocketmq.client.admin import AdminClient, AdminError, SubscriptionGroupSettings
-
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+from pocketmq.common.topic_names import dlq_topic, retry_topic
 
 
 async def update_sub_group(admin: AdminClient, args: argparse.Namespace) -> Report:
@@ -48,7 +45,7 @@ async def delete_sub_group(admin: AdminClient, args: argparse.Namespace) -> Repo
     ]
     if args.clusterName:
         # As mqadmin: the group's retry and dead-letter topics go with it.
-        for topic in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group):
+        for topic in (retry_topic(group), dlq_topic(group)):
             try:
                 await admin.delete_topic(topic, args.clusterName)
                 lines.append(f"delete topic [{topic}] from cluster [{args.clusterName}] success.")

@@ -28,3 +28,29 @@ def validate_topic_name(name: str) -> None:
             f"the topic name {name!r} contains illegal characters; allowed: letters, digits, "
             "'%', '|', '_' and '-'"
         )
+
+
+# -- system topics and groups (RocketMQ's `TopicValidator`, `MixAll`) --------------------------
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
+"""The topic whose route lets producers send to topics that do not exist yet."""
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+TRANSACTION_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANSACTION_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANSACTION_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+TRANSACTION_CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
+"""The group whose consumer offsets track the half and op queues."""
+
+
+def retry_topic(group: str) -> str:
+    """`%RETRY%<group>`: where a group's messages wait to be consumed again."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """`%DLQ%<group>`: where a group's messages go once their retries are used up."""
+    return DLQ_GROUP_TOPIC_PREFIX + group

@@ -18,13 +18,26 @@ from pocketmq.client.message import MessageQueue
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.route import TopicRouteData
 from pocketmq.common.stored_message import StoredMessage, decode_records
+from pocketmq.common.topic_names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+)
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.spark.fetch import DataLossError, fetch_range
 
 T = TypeVar("T")
 __all__ = ["Cluster", "DataLossError", "QueueBounds"]
 
-_SYSTEM = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%", "SCHEDULE_TOPIC", "TBW102")
+_SYSTEM = (
+    "RMQ_SYS_",
+    "rmq_sys_",
+    RETRY_GROUP_TOPIC_PREFIX,
+    DLQ_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+)
 ROUTE_REFRESH_S: Final = 10.0
 """How long a topic's route and a pattern's topic list are trusted. Spark asks an idle query for
 its latest offsets 50 to 90 times a second; with the route cached that costs one stats request

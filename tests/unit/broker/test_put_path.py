@@ -124,7 +124,8 @@ def test_a_stopped_store_is_service_not_available() -> None:
     writer = FakeWriter(error=StoreNotRunningError("stopped"))
     outcome = asyncio.run(PutPath(writer, ManualClock(NOW), SETTINGS).put([message()]))
     assert outcome.result.status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert not outcome.stored and not outcome.never_storable
+    assert not outcome.stored
+    assert not outcome.never_storable
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,9 @@ from pocketmq.broker.retry_policy import (
     SendBackDecision,
     as_dead_letter,
     decide_send_back,
-    dlq_topic,
     group_of_retry_topic,
     max_reconsume_times,
     retry_send_is_dead,
-    retry_topic,
     send_back_copy,
 )
 from pocketmq.broker.schedule import SCHEDULE_TOPIC
@@ -37,6 +35,7 @@ from pocketmq.common.constants import PERM_READ, PERM_WRITE
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import StoredMessage, decode_record
+from pocketmq.common.topic_names import dlq_topic, retry_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import MessageToStore

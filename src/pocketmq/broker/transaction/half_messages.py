@@ -47,14 +47,20 @@ from pocketmq.common.constants import (
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import HostAddress, StoredMessage, encode_record, pack_host
+from pocketmq.common.topic_names import (
+    TRANSACTION_CHECK_GROUP,
+    TRANSACTION_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_HALF_TOPIC,
+    TRANSACTION_OP_HALF_TOPIC,
+)
 from pocketmq.store.api import MessageToStore
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANSACTION_GROUP: Final = "CID_RMQ_SYS_TRANS"
+HALF_TOPIC: Final = TRANSACTION_HALF_TOPIC
+OP_TOPIC: Final = TRANSACTION_OP_HALF_TOPIC
+CHECK_MAX_TIME_TOPIC: Final = TRANSACTION_CHECK_MAX_TIME_TOPIC
+TRANSACTION_GROUP: Final = TRANSACTION_CHECK_GROUP
 """The system consumer group whose offsets say how far the check-back has read the half and op
 queues (`MixAll.CID_SYS_RMQ_TRANS`); kept in consumerOffset.json like any group's."""
 REMOVE_TAG: Final = "d"

@@ -27,7 +27,7 @@ from pocketmq.client.admin.decoders import (
     json_int,
 )
 from pocketmq.client.admin.errors import AdminError, check
-from pocketmq.client.admin.lookups import MASTER_ID, queue_data_of
+from pocketmq.client.admin.lookups import queue_data_of
 from pocketmq.client.admin.messages import MessageAdmin
 from pocketmq.client.admin.values import (
     ConsumeProgress,
@@ -41,7 +41,7 @@ from pocketmq.client.errors import ConnectionFailedError, RequestTimeoutError
 from pocketmq.client.message import MessageQueue
 from pocketmq.client.producer.wire import AUTO_CREATE_TOPIC
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.route import BrokerData, TopicRouteData
+from pocketmq.common.route import MASTER_ID, BrokerData, TopicRouteData
 
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 

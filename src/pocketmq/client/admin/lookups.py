@@ -26,12 +26,11 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.instance import ClientInstance
 from pocketmq.common.codes import RequestCode
-from pocketmq.common.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from pocketmq.common.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicRouteData
 from pocketmq.common.route_json import RouteBodyError, decode_cluster_info, decode_topic_list
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
 
-MASTER_ID: Final = 0
 DEFAULT_CLUSTER: Final = "DefaultCluster"
 TIMEOUT_S_DEFAULT: Final = 5.0
 

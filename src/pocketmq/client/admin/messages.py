@@ -14,7 +14,6 @@ from typing import Final
 from pocketmq.client.admin.decoders import decode_messages, ext_int
 from pocketmq.client.admin.errors import AdminError, check
 from pocketmq.client.admin.lookups import (
-    MASTER_ID,
     AdminLookups,
     master_in_route,
     queue_data_of,
@@ -32,7 +31,7 @@ from pocketmq.common.constants import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
 from pocketmq.common.message_id import MessageIdError, decode_offset_msg_id
-from pocketmq.common.route import TopicRouteData
+from pocketmq.common.route import MASTER_ID, TopicRouteData
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.common.subscription import SubscriptionData
 
