@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import random
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -40,6 +39,7 @@ from pocketmq.common.route_json import RouteBodyError, decode_topic_route
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel, RemotingClient, RemotingTimeoutError
+from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class ClientInstance:
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
         rebalance_interval_s: float = REBALANCE_INTERVAL_S,
         rng: random.Random | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """Creates the instance; nothing connects until `start` or the first request.
 
@@ -104,6 +105,7 @@ class ClientInstance:
             client_ip: The address this client reports (client id, message ids); by default
                 the local address of its connection to a NameServer.
             rng: Randomness for ids and choices (tests pass a seeded one).
+            clock: Where this client and its consumers read the time (tests pass a fake).
 
         Raises:
             ClientConfigError: no NameServer address.
@@ -114,6 +116,7 @@ class ClientInstance:
                 "no NameServer address: pass namesrv='host:9876' (several separated by ';')"
             )
         self.rng = rng or random.Random()
+        self.clock = clock or SystemClock()
         self.ip = client_ip or "127.0.0.1"
         self._instance_name = instance_name or f"{os.getpid()}#{self.rng.getrandbits(40):010x}"
         self._ip_given = client_ip is not None
@@ -407,14 +410,15 @@ class ClientInstance:
     # -- background rounds -----------------------------------------------------------------
 
     async def _refresh_routes_periodically(self) -> None:
-        last = time.monotonic()
+        last = self.clock.monotonic()
         while True:
             # A topic a consumer waits for (a retry topic its first heartbeat just created)
             # is looked up every second until it appears, not only every 30 s.
             await asyncio.sleep(min(MISSING_ROUTE_RETRY_S, self.route_refresh_interval_s))
-            if not self._routes_missing and time.monotonic() - last < self.route_refresh_interval_s:
+            elapsed = self.clock.monotonic() - last
+            if not self._routes_missing and elapsed < self.route_refresh_interval_s:
                 continue
-            last = time.monotonic()
+            last = self.clock.monotonic()
             await self._guarded(self.refresh_routes, "route refresh")
 
     async def _heartbeat_periodically(self) -> None:

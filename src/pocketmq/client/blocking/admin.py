@@ -7,7 +7,7 @@ import functools
 import inspect
 from typing import Any
 
-from pocketmq.client import admin as aio
+from pocketmq.client.admin import Admin as AsyncAdmin
 from pocketmq.client.blocking.loop import BackgroundLoop
 
 
@@ -25,7 +25,7 @@ class Admin:
             **options: The keyword arguments of `pocketmq.client.aio.Admin` (`timeout_s`).
         """
         self._background = (loop or BackgroundLoop()).acquire()
-        self.aio = aio.Admin(namesrv_addresses, **options)
+        self.aio = AsyncAdmin(namesrv_addresses, **options)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.aio, name)

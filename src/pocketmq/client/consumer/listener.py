@@ -1,11 +1,21 @@
-"""What a push consumer's listener is given and what it answers."""
+"""What a push consumer's listener is given and answers, and how it is called
+(`ListenerCalls`): a plain function on a thread pool, an `async def` on the event loop, and
+any failure turned into RECONSUME_LATER.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import inspect
+import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
+from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.message import MessageExt
+
+log = logging.getLogger(__name__)
 
 
 class ConsumeResult(enum.Enum):
@@ -18,3 +28,104 @@ class ConsumeResult(enum.Enum):
 Listener = Callable[[list[MessageExt]], ConsumeResult | Awaitable[ConsumeResult | None] | None]
 """Called with 1 to `consume_batch_max_size` messages of one queue; returning None or
 SUCCESS marks them consumed, RECONSUME_LATER or an exception asks for redelivery."""
+
+
+class ListenerCalls:
+    """Calls one consumer group's listener; owns the thread pool of a plain-function one."""
+
+    def __init__(self, group: str) -> None:
+        self._group = group
+        self._listener: Listener | None = None
+        self.is_async = False
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def registered(self) -> bool:
+        return self._listener is not None
+
+    def register(self, listener: Listener) -> None:
+        self._listener = listener
+        # An object whose __call__ is `async def` is an async listener too.
+        function = listener if inspect.isroutine(listener) else type(listener).__call__
+        self.is_async = inspect.iscoroutinefunction(function)
+
+    def start(self, thread_count: int) -> None:
+        """Starts the thread pool a plain-function listener runs on."""
+        if not self.is_async:
+            self._executor = ThreadPoolExecutor(
+                thread_count, thread_name_prefix=f"consume-{self._group}"
+            )
+
+    def shutdown(self) -> None:
+        """Stops the thread pool without waiting for calls still running on it."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    async def call(self, messages: list[MessageExt]) -> ConsumeResult:
+        """Calls the listener with `messages`; any failure means RECONSUME_LATER."""
+        result = (await self.call_all([messages]))[0]
+        assert result is not None
+        return result
+
+    async def call_all(
+        self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None = None
+    ) -> list[ConsumeResult | None]:
+        """One result per chunk; None for a chunk skipped because its queue was abandoned."""
+        if self.is_async:
+            return [await self._call_async(chunk) for chunk in chunks]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call_sync, chunks, process_queue)
+
+    async def _call_async(self, messages: list[MessageExt]) -> ConsumeResult:
+        listener = self._listener
+        assert listener is not None
+        try:
+            outcome = await listener(messages)  # type: ignore[misc]
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
+            self._log_failure(messages)
+            return ConsumeResult.RECONSUME_LATER
+        return _result_of(outcome)
+
+    def _call_sync(
+        self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None
+    ) -> list[ConsumeResult | None]:
+        """Runs on a worker thread: one listener call per chunk, in order.
+
+        A pull's chunks go on when their queue is dropped meanwhile: the batch was started,
+        and finishing it (the drop waits for it) leaves no gap below the chunks already done
+        that the next owner would read again. Only a queue abandoned after that wait stops
+        here (reading the flag from this thread is safe: it only ever turns True).
+        """
+        listener = self._listener
+        assert listener is not None
+        results: list[ConsumeResult | None] = []
+        for chunk in chunks:
+            if process_queue is not None and process_queue.abandoned:
+                results.append(None)
+                continue
+            try:
+                results.append(_result_of(listener(chunk)))
+            except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
+                self._log_failure(chunk)
+                results.append(ConsumeResult.RECONSUME_LATER)
+        return results
+
+    def _log_failure(self, messages: list[MessageExt]) -> None:
+        log.warning(
+            "listener of %s failed on %d messages (first %s at %s offset %d): redelivering",
+            self._group,
+            len(messages),
+            messages[0].msg_id,
+            messages[0].queue,
+            messages[0].queue_offset,
+            exc_info=True,
+        )
+
+
+def _result_of(outcome: object) -> ConsumeResult:
+    if outcome is None or outcome is ConsumeResult.SUCCESS:
+        return ConsumeResult.SUCCESS
+    return ConsumeResult.RECONSUME_LATER

@@ -28,37 +28,18 @@ could ask for redelivery) and queue locks for ordered consumption.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from pocketmq.client.consumer.membership import (
-    FLOW_CONTROL_DELAY_S,
-    PULL_DELAY_ON_ERROR_S,
-    group_share,
-    heartbeat_entry,
-    join,
-    log_assignment,
-    log_offset_moved,
-    offset_store_for,
-    pull,
-    retry_subscription,
-    start_timestamp_ms,
-    unregister,
-    user_subscription,
-)
-from pocketmq.client.consumer.offset_store import (
-    OffsetStore,
-    starting_offset,
-)
-from pocketmq.client.consumer.pull_request import PullStatus
+from pocketmq.client.consumer import assignment, membership
+from pocketmq.client.consumer.offset_store import OffsetStore, offset_store_for
+from pocketmq.client.consumer.poll_buffer import PollBuffer, PollFeed, QueueState
+from pocketmq.client.consumer.pull_loop import run_pull_loop
 from pocketmq.client.consumer.rebalance import AllocateAveragely, AllocateStrategy
-from pocketmq.client.errors import ClientConfigError, RocketMQError
+from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
 from pocketmq.client.queue_offsets import max_offset, min_offset
@@ -69,11 +50,6 @@ from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-PAUSED_CHECK_INTERVAL_S: Final = 0.1
-"""How often the pull task of a paused queue looks whether it was resumed."""
-BUFFERED_BATCHES_MAX: Final = 256
-"""Pulled batches the consumer buffers before its pull tasks wait for `poll`."""
-
 
 class _Mode(enum.Enum):
     """How the consumer's queues are chosen (Java's `SubscriptionType`)."""
@@ -81,35 +57,6 @@ class _Mode(enum.Enum):
     NONE = "NONE"
     SUBSCRIBE = "SUBSCRIBE"
     ASSIGN = "ASSIGN"
-
-
-class _QueueState:
-    """One queue's pull position and consumed offset, for one position of the queue.
-
-    `seek` and removal replace or drop the state; batches pulled for a dropped state are
-    never returned.
-    """
-
-    __slots__ = ("buffered_count", "consumed_offset", "dropped", "next_offset", "queue")
-
-    def __init__(self, queue: MessageQueue, offset: int) -> None:
-        self.queue = queue
-        self.next_offset = offset
-        """Where the next pull starts."""
-        self.consumed_offset = offset
-        """The offset after the last message `poll` returned: what `commit` writes."""
-        self.buffered_count = 0
-        """Messages pulled and not yet returned by `poll` (flow control)."""
-        self.dropped = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    """Messages of one pull, in queue order; `next_offset` is where the pull left off."""
-
-    state: _QueueState
-    messages: list[MessageExt]
-    next_offset: int
 
 
 class LitePullConsumer:
@@ -194,15 +141,10 @@ class LitePullConsumer:
         self._mode = _Mode.NONE
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._manual_queues: set[MessageQueue] = set()
-        self._paused: set[MessageQueue] = set()
         self._offsets: OffsetStore | None = None
-        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._queues: dict[MessageQueue, QueueState] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        # None wakes a waiting `poll` (resume, close); batches of dropped states are skipped.
-        self._buffer: asyncio.Queue[_Batch | None] = asyncio.Queue(BUFFERED_BATCHES_MAX)
-        self._leftovers: deque[_Batch] = deque()
-        """Batches taken from the buffer but not returned yet: the rest of a batch larger
-        than a poll, and batches of paused queues."""
+        self._buffer = PollBuffer(poll_batch_max)
         self._commit_task: asyncio.Task[None] | None = None
         self._assignment_lock = asyncio.Lock()
         self._started = False
@@ -227,11 +169,11 @@ class LitePullConsumer:
                 "this consumer reads queues given to assign(): subscribe() and assign() "
                 "cannot be mixed, use a second consumer"
             )
-        data = user_subscription(topic, expression, expression_type)
+        data = membership.user_subscription(topic, expression, expression_type)
         self._mode = _Mode.SUBSCRIBE
         self._subscriptions[topic] = data
         if self.message_model is MessageModel.CLUSTERING:
-            retry = retry_subscription(self.group)
+            retry = membership.retry_subscription(self.group)
             self._subscriptions.setdefault(retry.topic, retry)
         if self._started:
             self.instance.request_rebalance()
@@ -297,7 +239,7 @@ class LitePullConsumer:
             self.instance, self.group, self.message_model, self._offset_store_dir
         )
         self._started = True
-        await join(self.instance, self)
+        await membership.join(self.instance, self)
         await self.rebalance()
         if self.auto_commit:
             self._commit_task = asyncio.get_running_loop().create_task(
@@ -331,10 +273,9 @@ class LitePullConsumer:
             if self.auto_commit:
                 await self._commit_consumed()
             self._queues.clear()
-            self._leftovers.clear()
-        self._wake_poller()
-        await unregister(self.instance, self.group)  # the other members rebalance at once
-        self.instance.remove_consumer(self.group)
+            self._buffer.clear()
+        self._buffer.wake()
+        await membership.leave(self.instance, self.group)  # the others rebalance at once
         if self._owns_instance:
             await self.instance.close()
         log.info("consumer %s closed", self.group)
@@ -370,77 +311,18 @@ class LitePullConsumer:
             ClientConfigError: the consumer is not started.
         """
         self._check_started()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_s, 0.0)
-        messages: list[MessageExt] = []
-        while len(messages) < self.poll_batch_max and self._started:
-            batch = self._next_leftover()
-            if batch is None:
-                if messages or not self._buffer.empty():
-                    try:
-                        item = self._buffer.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
-                else:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        break
-                    try:
-                        async with asyncio.timeout(remaining):
-                            item = await self._buffer.get()
-                    except TimeoutError:
-                        break
-                if item is None or item.state.dropped:
-                    continue
-                if item.state.queue in self._paused:
-                    self._leftovers.append(item)
-                    continue
-                batch = item
-            self._take(batch, messages)
-        return messages
-
-    def _next_leftover(self) -> _Batch | None:
-        """Removes and returns the first leftover batch of a queue that is not paused."""
-        for index, batch in enumerate(self._leftovers):
-            if batch.state.dropped or batch.state.queue in self._paused:
-                continue
-            del self._leftovers[index]
-            return batch
-        if self._leftovers:
-            # Only paused and dropped batches are left: drop the dropped ones for good.
-            self._leftovers = deque(b for b in self._leftovers if not b.state.dropped)
-        return None
-
-    def _take(self, batch: _Batch, messages: list[MessageExt]) -> None:
-        room = self.poll_batch_max - len(messages)
-        taken, rest = batch.messages[:room], batch.messages[room:]
-        messages.extend(taken)
-        state = batch.state
-        state.buffered_count -= len(taken)
-        if rest:
-            # The rest goes first next time: no other batch of this queue is left over
-            # ahead of it, so queue order holds.
-            self._leftovers.appendleft(_Batch(state, rest, batch.next_offset))
-            state.consumed_offset = taken[-1].queue_offset + 1
-        else:
-            # The pull's next offset also skips messages the tag filter dropped.
-            state.consumed_offset = max(taken[-1].queue_offset + 1, batch.next_offset)
+        return await self._buffer.take(timeout_s, lambda: self._started)
 
     def pause(self, queues: Iterable[MessageQueue]) -> None:
         """Stops returning and pulling messages of `queues` until `resume`.
 
         Messages of them already buffered are kept for after `resume`.
         """
-        self._paused.update(queues)
+        self._buffer.pause(queues)
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
         """Returns and pulls messages of paused `queues` again."""
-        self._paused.difference_update(queues)
-        self._wake_poller()  # buffered messages of these queues may be waiting
-
-    def _wake_poller(self) -> None:
-        with contextlib.suppress(asyncio.QueueFull):
-            self._buffer.put_nowait(None)
+        self._buffer.resume(queues)
 
     # -- positions -------------------------------------------------------------------------
 
@@ -498,7 +380,7 @@ class LitePullConsumer:
             task = self._pull_tasks.pop(queue, None)
             if task is not None:
                 await cancel_and_wait(task)
-            self._start_pulling(_QueueState(queue, offset))
+            self._start_pulling(queue, offset)
         log.debug("%s of group %s seeks to %d", queue, self.group, offset)
 
     # -- offsets ---------------------------------------------------------------------------
@@ -566,7 +448,7 @@ class LitePullConsumer:
         return list(self._subscriptions)
 
     def heartbeat_entry(self) -> dict[str, Any]:
-        return heartbeat_entry(
+        return membership.heartbeat_entry(
             self.group,
             ConsumeType.CONSUME_ACTIVELY,
             self.message_model,
@@ -588,7 +470,7 @@ class LitePullConsumer:
             if self._mode is _Mode.ASSIGN:
                 await self._apply_assignment(set(self._manual_queues))
                 return
-            wanted = await group_share(
+            wanted = await assignment.group_share(
                 self.instance,
                 self.group,
                 self.allocate_strategy,
@@ -603,8 +485,7 @@ class LitePullConsumer:
     async def _apply_assignment(self, wanted: set[MessageQueue]) -> None:
         """Stops removed queues and starts added ones; the caller holds the lock."""
         assert self._offsets is not None
-        removed = [q for q in self._queues if q not in wanted]
-        added = sorted(q for q in wanted if q not in self._queues)
+        added, removed = assignment.diff(self._queues, wanted)
         for queue in removed:
             state = self._queues.pop(queue)
             state.dropped = True
@@ -620,81 +501,37 @@ class LitePullConsumer:
                 # The next owner commits it now. A local offset file is this client's own:
                 # it keeps the queue's offset for when the queue comes back.
                 self._offsets.forget(queue)
-        for queue in added:
-            try:
-                offset = await starting_offset(
-                    self.instance,
-                    self._offsets,
-                    queue,
-                    self.consume_from_where,
-                    start_timestamp_ms(self.consume_timestamp_ms),
-                )
-            except RocketMQError as exc:
-                log.warning("cannot find where to start %s: %s; next rebalance retries", queue, exc)
-                continue
-            self._start_pulling(_QueueState(queue, offset))
-        log_assignment(
+        await assignment.start_queues(
+            self.instance,
+            self._offsets,
+            added,
+            self.consume_from_where,
+            self.consume_timestamp_ms,
+            self._start_pulling,
+        )
+        assignment.log_assignment(
             self.group, self.instance.client_id, len(self._queues), len(added), len(removed)
         )
 
-    def _start_pulling(self, state: _QueueState) -> None:
-        self._queues[state.queue] = state
-        self._pull_tasks[state.queue] = asyncio.get_running_loop().create_task(
-            self._pull_loop(state), name=f"lite-pull-{state.queue}"
+    def _start_pulling(self, queue: MessageQueue, offset: int) -> None:
+        state = QueueState(queue, offset)
+        self._queues[queue] = state
+        feed = PollFeed(
+            state,
+            self._buffer,
+            lambda: self._subscriptions.get(queue.topic) or parse_subscription(queue.topic, "*"),
+            pull_threshold=self.pull_threshold_for_queue,
         )
-
-    # -- pulling ---------------------------------------------------------------------------
-
-    async def _pull_loop(self, state: _QueueState) -> None:
-        queue = state.queue
-        while not state.dropped:
-            if queue in self._paused:
-                await asyncio.sleep(PAUSED_CHECK_INTERVAL_S)
-                continue
-            if state.buffered_count >= self.pull_threshold_for_queue:
-                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
-                continue
-            subscription = self._subscriptions.get(queue.topic) or parse_subscription(
-                queue.topic, "*"
-            )
-            try:
-                await self._pull_once(state, subscription)
-            except asyncio.CancelledError:
-                raise
-            except RocketMQError as exc:
-                log.warning(
-                    "pull of %s failed: %s; retrying in %g s", queue, exc, PULL_DELAY_ON_ERROR_S
-                )
-                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-                with contextlib.suppress(RocketMQError):
-                    await self.instance.fetch_route(queue.topic)
-            except Exception:  # a bug in one pull must not end the queue's pulling for good
-                log.exception("pull of %s failed; retrying in %g s", queue, PULL_DELAY_ON_ERROR_S)
-                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-
-    async def _pull_once(self, state: _QueueState, subscription: SubscriptionData) -> None:
-        queue = state.queue
-        offset = state.next_offset
-        # No commit offset rides on the pull: a lite pull consumer commits only when it (or
-        # its application) decides to.
-        result = await pull(
-            self.instance, self.group, queue, offset, subscription, max_nums=self.pull_batch_size
+        self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
+            run_pull_loop(
+                self.instance,
+                self.group,
+                feed,
+                batch_size=self.pull_batch_size,
+                log_names_delay=True,
+            ),
+            name=f"lite-pull-{queue}",
         )
-        if state.dropped:
-            return
-        if result.status is PullStatus.OFFSET_ILLEGAL:
-            log_offset_moved(queue, offset, result)
-            state.next_offset = result.next_begin_offset
-            if state.buffered_count == 0:
-                state.consumed_offset = result.next_begin_offset
-            return
-        state.next_offset = max(state.next_offset, result.next_begin_offset)
-        if result.messages:
-            state.buffered_count += len(result.messages)
-            await self._buffer.put(_Batch(state, result.messages, result.next_begin_offset))
-        elif state.buffered_count == 0:
-            # Everything up to here was filtered out: nothing of it is left to return.
-            state.consumed_offset = max(state.consumed_offset, result.next_begin_offset)
 
     # -- lifecycle checks ------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ Both hold the latest offset per queue in memory (`update`) and write it out in r
 (`persist`, every few seconds and at shutdown), so consuming never waits for a commit. An
 offset is "the next message to consume": everything below it is done.
 
+`offset_store_for` picks the store a message model uses.
+
 The local file is RocketMQ's `offsets.json` shape (`{"offsetTable": {"<queue json>": n}}`),
 written atomically (temporary file, fsync, rename) so a crash leaves the old or the new file.
 """
@@ -22,9 +24,8 @@ from typing import Final, Protocol
 from pocketmq.client.errors import RocketMQError, error_for_response
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageQueue
-from pocketmq.client.queue_offsets import max_offset, min_offset, offset_at
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.consumer_modes import ConsumeFromWhere
+from pocketmq.common.consumer_modes import MessageModel
 
 log = logging.getLogger(__name__)
 
@@ -228,37 +229,13 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-async def starting_offset(
-    instance: ClientInstance,
-    store: OffsetStore,
-    queue: MessageQueue,
-    consume_from_where: ConsumeFromWhere,
-    consume_timestamp_ms: int,
-) -> int:
-    """Where a consumer starts in `queue` (`RebalancePushImpl.computePullFromWhere`).
-
-    The stored offset when there is one. Otherwise: the last-offset modes start at the queue's
-    end (a new group does not replay history; the broker answers 0 for a young queue, see
-    QUERY_CONSUMER_OFFSET), the first-offset modes at its start, the timestamp mode at the
-    first message stored from `consume_timestamp_ms`. Retry topics always start at 0.
-
-    Raises:
-        RocketMQError: the broker cannot be asked.
-    """
-    from_timestamp = consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
-    stored = await store.read(queue, zero_if_not_found=not from_timestamp)
-    if stored >= 0:
-        return stored
-    if queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return 0
-    if consume_from_where in _FROM_FIRST:
-        return await min_offset(instance, queue)
-    if from_timestamp:
-        return await offset_at(instance, queue, consume_timestamp_ms)
-    return await max_offset(instance, queue)
-
-
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-_FROM_FIRST: Final = frozenset(
-    {ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET}
-)
+
+
+def offset_store_for(
+    instance: ClientInstance, group: str, message_model: MessageModel, directory: Path
+) -> OffsetStore:
+    """The broker for clustering groups, a local file under `directory` for broadcasting."""
+    if message_model is MessageModel.CLUSTERING:
+        return RemoteOffsetStore(instance, group)
+    return LocalOffsetStore(directory, instance.client_id, group)

@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pocketmq.client.consumer import queue_locks
+from pocketmq.client.consumer.consumption import ConsumingConsumer
 from pocketmq.client.consumer.listener import ConsumeResult
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.message import MessageExt, MessageQueue
 from pocketmq.runtime.event_loop import cancel_and_wait
-
-if TYPE_CHECKING:
-    from pocketmq.client.consumer.push import PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +55,14 @@ class OrderlyConsumption:
 
     def __init__(
         self,
-        consumer: PushConsumer,
+        consumer: ConsumingConsumer,
         *,
         locking: bool,
         suspend_s: float,
         lock_renew_interval_s: float,
     ) -> None:
         self._consumer = consumer
+        self._clock = consumer.instance.clock
         self._locking = locking
         self._suspend_s = suspend_s
         self._lock_renew_interval_s = lock_renew_interval_s
@@ -99,7 +97,7 @@ class OrderlyConsumption:
 
     def begin(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
         """Starts the consume loop of a queue just taken."""
-        state = _OrderlyQueue(process_queue, locked_at=time.monotonic())
+        state = _OrderlyQueue(process_queue, locked_at=self._clock.monotonic())
         self._queues[queue] = state
         state.task = asyncio.get_running_loop().create_task(
             self._consume_loop(queue, state), name=f"orderly-{queue}"
@@ -157,7 +155,7 @@ class OrderlyConsumption:
                 state.ready.clear()
                 await state.ready.wait()
                 continue
-            if self._locking and (time.monotonic() - state.locked_at) * 1000 > LOCK_VALID_MS:
+            if self._locking and (self._clock.monotonic() - state.locked_at) * 1000 > LOCK_VALID_MS:
                 await asyncio.sleep(0.1)  # the keeper renews or the rebalance drops the queue
                 continue
             batch = [
@@ -165,7 +163,7 @@ class OrderlyConsumption:
                 for i in range(min(consumer.consume_batch_max_size, len(state.waiting)))
             ]
             async with consumer.consume_slots:
-                result = await consumer.call_listener(batch)
+                result = await consumer.listener_calls.call(batch)
             if result is ConsumeResult.SUCCESS or await self._give_up_on(batch, state):
                 for _ in batch:
                     state.waiting.popleft()
@@ -203,17 +201,17 @@ class OrderlyConsumption:
         return await queue_locks.lock(self._consumer.instance, self._consumer.group, queues)
 
     async def _keep_locks(self) -> None:
-        last_renew = time.monotonic()
+        last_renew = self._clock.monotonic()
         while True:
             await asyncio.sleep(LOCK_RETRY_S if self._lock_wanted else 0.5)
             if self._lock_wanted:
                 self._consumer.instance.request_rebalance()
-            if time.monotonic() - last_renew < self._lock_renew_interval_s:
+            if self._clock.monotonic() - last_renew < self._lock_renew_interval_s:
                 continue
-            last_renew = time.monotonic()
+            last_renew = self._clock.monotonic()
             held = list(self._queues)
             locked = await self._lock(held)
-            now = time.monotonic()
+            now = self._clock.monotonic()
             for queue in held:
                 state = self._queues.get(queue)
                 if state is not None and queue in locked:

@@ -1,5 +1,6 @@
 """The broker's queue locks as a consumer uses them (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ), and the
-hand-off of a queue between two members of a concurrent clustering group.
+hand-off of a queue between two members of a group (`hand_over` on the old owner's side,
+`QueueHandoff` for the locks of a concurrent clustering consumer).
 
 Orderly consumers hold the lock of every queue they consume (`orderly.py`). Concurrent push
 consumers hold them too, but only to order a hand-off: RocketMQ's concurrent consumer persists a
@@ -20,14 +21,16 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final
 
+from pocketmq.client.consumer.offset_store import OffsetStore
+from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.errors import RocketMQError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageQueue
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -111,6 +114,39 @@ async def unlock(instance: ClientInstance, group: str, queues: Iterable[MessageQ
             )
 
 
+async def hand_over(
+    process_queues: Mapping[MessageQueue, ProcessQueue],
+    offsets: OffsetStore,
+    *,
+    stop_pulls: Callable[[list[MessageQueue]], Awaitable[None]],
+    finish_running: Callable[[Mapping[MessageQueue, ProcessQueue]], Awaitable[None]],
+    unlock: Callable[[list[MessageQueue]], Awaitable[None]],
+) -> None:
+    """Hands queues a consumer gave up over to their next owner
+    (`removeUnnecessaryMessageQueue`).
+
+    In this order: mark them dropped (messages pulled and not yet handed to the listener
+    are abandoned, as RocketMQ's `ConsumeRequest` does, and no later result moves their
+    offsets), stop their pulls, wait a moment for their running listener calls, commit
+    each queue's lowest unfinished offset and wait for the broker's answer, and only then
+    unlock: the next owner reads its start offset once it holds the lock, so it starts
+    exactly where this consumer stopped and redelivers at most what was still running.
+    """
+    queues = list(process_queues)
+    if not queues:
+        return
+    for process_queue in process_queues.values():
+        process_queue.dropped = True
+    await stop_pulls(queues)
+    await finish_running(process_queues)
+    for queue, process_queue in process_queues.items():
+        offsets.update(queue, process_queue.commit_offset())
+    await offsets.persist(queues)
+    for queue in queues:
+        offsets.forget(queue)
+    await unlock(queues)
+
+
 class QueueHandoff:
     """The locks of a concurrent clustering consumer: taken before reading where a queue
     starts, renewed while it is held, released after its offset was committed."""
@@ -122,8 +158,10 @@ class QueueHandoff:
         *,
         renew_interval_s: float,
         wait_s: float = HANDOFF_WAIT_S,
+        clock: Clock | None = None,
     ) -> None:
         self._instance = instance
+        self._clock = clock or SystemClock()
         self._group = group
         self._renew_interval_s = renew_interval_s
         self._wait_s = wait_s
@@ -145,12 +183,12 @@ class QueueHandoff:
         (their old owner is gone or stuck: they are taken anyway)."""
         if not queues:
             return
-        deadline = time.monotonic() + self._wait_s
+        deadline = self._clock.monotonic() + self._wait_s
         # A broker without a known master cannot lock: nothing to wait for there.
         missing = {q for q in queues if self._instance.routes.master_address(q.broker_name)}
         while True:
             missing -= await lock(self._instance, self._group, missing)
-            if not missing or time.monotonic() >= deadline:
+            if not missing or self._clock.monotonic() >= deadline:
                 break
             await asyncio.sleep(HANDOFF_POLL_S)
         self._held.update(queues)

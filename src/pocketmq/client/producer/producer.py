@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -129,7 +128,8 @@ class Producer:
             batch_linger_ms: How long a message waits for company when batching.
             batch_max_bytes: A topic's batch is sent once its bodies reach this size.
             batch_max_count: ... or once it holds this many messages.
-            clock: Wall-clock source (tests pass a fake).
+            clock: Where time comes from: wall time for message fields, monotonic time for
+                send budgets (tests pass a fake).
 
         Raises:
             ClientConfigError: neither `namesrv` nor `instance`, or a bad setting.
@@ -144,7 +144,9 @@ class Producer:
             raise ClientConfigError("retry_times must be >= 0 and send_timeout_s > 0")
         self.group = group
         self._owns_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv or [], instance_name=instance_name)
+        self.instance = instance or ClientInstance(
+            namesrv or [], instance_name=instance_name, clock=clock
+        )
         self.send_timeout_s = send_timeout_s
         self.retry_times = retry_times
         self.compress_over_bytes = compress_over_bytes
@@ -417,7 +419,7 @@ class Producer:
         return address
 
     async def _send_with_retries(self, prepared: PreparedSend) -> SendResult:
-        deadline = time.monotonic() + self.send_timeout_s
+        deadline = self._clock.monotonic() + self.send_timeout_s
         info = await self._publish_info(prepared.topic)
         if not info.queues:
             raise TopicNotFoundError(
@@ -427,7 +429,7 @@ class Producer:
         last_error: RocketMQError | None = None
         failed_broker: str | None = None
         for attempt in range(self.retry_times + 1):
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 break
             if attempt:
@@ -467,26 +469,25 @@ class Producer:
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
         )
         code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
-        started = time.monotonic()
+        started = self._clock.monotonic()
         try:
             response = await self.instance.invoke(
                 address, code, header, prepared.body, timeout_s=timeout_s
             )
         except RocketMQError:
             self._chooser.report(
-                queue.broker_name, _elapsed_ms(started), self._clock.now_ms(), failed=True
+                queue.broker_name, self._elapsed_ms(started), self._clock.now_ms(), failed=True
             )
             raise
         self._chooser.report(
-            queue.broker_name, _elapsed_ms(started), self._clock.now_ms(), failed=False
+            queue.broker_name, self._elapsed_ms(started), self._clock.now_ms(), failed=False
         )
         return read_send_response(
             response, prepared, queue, f"send to {queue.broker_name} ({address})"
         )
 
-
-def _elapsed_ms(started: float) -> float:
-    return (time.monotonic() - started) * 1000
+    def _elapsed_ms(self, started: float) -> float:
+        return (self._clock.monotonic() - started) * 1000
 
 
 def _call_back(
