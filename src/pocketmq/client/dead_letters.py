@@ -22,8 +22,8 @@ from pocketmq.client.message import Message, MessageExt
 from pocketmq.client.producer.producer import Producer
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PROPERTY_RETRY_TOPIC
+from pocketmq.common.topic_names import dlq_topic
 
-DLQ_PREFIX: Final = "%DLQ%"
 PROPERTY_REDRIVEN_FROM: Final = "REDRIVEN_FROM"
 
 
@@ -79,7 +79,7 @@ async def list_dead_letters(
     the group has no dead-letter topic yet (nothing of it ever failed for good)."""
     try:
         found: list[FoundMessage] = await admin.consume(
-            DLQ_PREFIX + group, offset=offset, count=count
+            dlq_topic(group), offset=offset, count=count
         )
     except AdminError as exc:
         if exc.code == ResponseCode.TOPIC_NOT_EXIST:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from pocketmq.client.consumer.offset_store import RETRY_GROUP_TOPIC_PREFIX, OffsetStore
+from pocketmq.client.consumer.offset_store import OffsetStore
 from pocketmq.client.consumer.rebalance import AllocateStrategy
 from pocketmq.client.errors import RocketMQError
 from pocketmq.client.instance import ClientInstance
@@ -22,6 +22,7 @@ from pocketmq.client.message import MessageQueue
 from pocketmq.client.queue_offsets import max_offset, min_offset, offset_at
 from pocketmq.client.route_cache import subscribe_queues
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
+from pocketmq.common.topic_names import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 

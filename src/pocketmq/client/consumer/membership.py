@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from pocketmq.client.consumer.offset_store import RETRY_GROUP_TOPIC_PREFIX
 from pocketmq.client.errors import RocketMQError, SubscriptionError
 from pocketmq.client.instance import ClientInstance, ConsumerMember
 from pocketmq.common.codes import RequestCode
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
 from pocketmq.common.subscription import SubscriptionError as ExpressionError
+from pocketmq.common.topic_names import retry_topic
 
 
 def user_subscription(topic: str, expression: str, expression_type: str) -> SubscriptionData:
@@ -39,7 +39,7 @@ def user_subscription(topic: str, expression: str, expression_type: str) -> Subs
 
 def retry_subscription(group: str) -> SubscriptionData:
     """The subscription to `%RETRY%<group>` every clustering consumer adds."""
-    topic = RETRY_GROUP_TOPIC_PREFIX + group
+    topic = retry_topic(group)
     return parse_subscription(topic, "*")
 
 

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Protocol
 
 from pocketmq.client.errors import RocketMQError, error_for_response
 from pocketmq.client.instance import ClientInstance
@@ -227,9 +227,6 @@ def _write_atomically(path: Path, text: str) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
-
-
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 
 
 def offset_store_for(

@@ -56,6 +56,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
+from pocketmq.common.topic_names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pocketmq.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -339,7 +340,7 @@ class Producer:
         """
         self._check_started()
         check_topic(topic)
-        if topic.startswith(("%RETRY%", "%DLQ%")):
+        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             raise MessageError(f"cannot recall in {topic}: retry and dead-letter topics")
         try:
             handle = decode_recall_handle(recall_handle)

@@ -46,6 +46,7 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.message_id import MessageIdError, decode_offset_msg_id
 from pocketmq.common.stored_message import MessageDecodeError, decode_record
+from pocketmq.common.topic_names import TRANSACTION_HALF_TOPIC
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel
@@ -53,8 +54,6 @@ from pocketmq.remoting.transport import Channel
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 
 
 class LocalTransactionState(enum.Enum):
@@ -299,7 +298,7 @@ class TransactionProducer(Producer):
             self.listener.check_local_transaction, "checkLocalTransaction", message
         )
         header = {
-            "topic": fields.get("topic") or _HALF_TOPIC,
+            "topic": fields.get("topic") or TRANSACTION_HALF_TOPIC,
             "producerGroup": self.group,
             "tranStateTableOffset": fields["tranStateTableOffset"],
             "commitLogOffset": fields["commitLogOffset"],

@@ -33,10 +33,10 @@ from pocketmq.common.constants import (
     PROPERTY_WAIT_STORE_MSG_OK,
 )
 from pocketmq.common.properties import PropertyError, encode_properties
-from pocketmq.common.topic_names import TopicError, validate_topic_name
+from pocketmq.common.topic_names import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicError, validate_topic_name
 from pocketmq.remoting.command import RemotingCommand
 
-AUTO_CREATE_TOPIC: Final = "TBW102"
+AUTO_CREATE_TOPIC: Final = AUTO_CREATE_TOPIC_KEY_TOPIC
 """The topic whose route a producer borrows for a topic that does not exist yet."""
 COMPRESS_OVER_BYTES_DEFAULT: Final = 4096
 COMPRESS_LEVEL_DEFAULT: Final = 5
