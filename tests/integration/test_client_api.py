@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,9 @@ from pocketmq.client import (
     SendStatus,
 )
 from pocketmq.client.admin import TopicSettings
+from pocketmq.testing import MessageRecorder, async_wait_until, started
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
-WAIT_S = 20.0
 MARKER = b"marker"
 
 
@@ -96,46 +95,8 @@ def api(request: pytest.FixtureRequest) -> Any:
     return request.param()
 
 
-class Collector:
-    """A thread-safe listener that records what it got and can fail on purpose."""
-
-    def __init__(self, fail_first: int = 0) -> None:
-        self.messages: list[MessageExt] = []
-        self._lock = threading.Lock()
-        self._fail_left = fail_first
-        self.calls = 0
-
-    def __call__(self, messages: list[MessageExt]) -> None:
-        with self._lock:
-            self.calls += 1
-            if self._fail_left > 0:
-                self._fail_left -= 1
-                raise RuntimeError("failing on purpose")
-            self.messages.extend(messages)
-
-    def ids(self) -> set[str]:
-        with self._lock:
-            return {m.msg_id for m in self.messages}
-
-    async def wait_for(self, count: int, timeout_s: float = WAIT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if len(self.ids()) >= count:
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"got {len(self.ids())} distinct messages, expected {count}")
-
-    async def wait_for_ids(self, ids: set[str], timeout_s: float = WAIT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.ids() >= ids:
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"{len(ids - self.ids())} of {len(ids)} markers did not arrive")
-
-    def without_markers(self) -> list[MessageExt]:
-        with self._lock:
-            return [m for m in self.messages if m.body != MARKER]
+def without_markers(recorder: MessageRecorder) -> list[MessageExt]:
+    return [m for m in recorder.messages if m.body != MARKER]
 
 
 async def send_markers(producer: Any, topic: str, tags: str | None = None) -> set[str]:
@@ -156,7 +117,7 @@ async def _consumer(
     namesrv: str,
     group: str,
     topic: str,
-    listener: Collector,
+    listener: MessageRecorder,
     expression: str = "*",
     **options: Any,
 ) -> _Proxy:
@@ -184,11 +145,10 @@ def test_messages_arrive_with_keys_tags_properties_and_bodies_intact(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
         sent = {}
-        try:
+        async with started(producer):
             await producer.send(Message("Intact", b"warm-up creates the topic"))
-            collector = Collector()
+            collector = MessageRecorder()
             consumer = await _consumer(api, namesrv, "g-intact", "Intact", collector)
             try:
                 for i in range(20):
@@ -206,8 +166,6 @@ def test_messages_arrive_with_keys_tags_properties_and_bodies_intact(
                 await collector.wait_for(len(sent) + 1)
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
         got = {m.msg_id: m for m in collector.messages}
         for msg_id, message in sent.items():
             received = got[msg_id]
@@ -224,10 +182,9 @@ def test_tag_expression_selects_messages(api: Any, pocketmq_cluster: InProcessCl
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             await producer.send(Message("Tags", b"x", tags="warm"))
-            collector = Collector()
+            collector = MessageRecorder()
             consumer = await _consumer(api, namesrv, "g-tags", "Tags", collector, "a || b")
             try:
                 for tag in ["a", "b", "c", "a", None, "bb"]:
@@ -235,9 +192,7 @@ def test_tag_expression_selects_messages(api: Any, pocketmq_cluster: InProcessCl
                 await collector.wait_for_ids(await send_markers(producer, "Tags", tags="a"))
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
-        assert sorted(m.tags or "" for m in collector.without_markers()) == ["a", "a", "b"]
+        assert sorted(m.tags or "" for m in without_markers(collector)) == ["a", "a", "b"]
 
     _run(scenario())
 
@@ -248,10 +203,9 @@ def test_batch_ordered_async_and_oneway_sends_are_all_consumed(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             await producer.send(Message("Mixed", b"warm"))
-            collector = Collector()
+            collector = MessageRecorder()
             consumer = await _consumer(api, namesrv, "g-mixed", "Mixed", collector)
             try:
                 batch = await producer.send_batch([Message("Mixed", b"b%d" % i) for i in range(5)])
@@ -271,8 +225,6 @@ def test_batch_ordered_async_and_oneway_sends_are_all_consumed(
                 await collector.wait_for(1 + 5 + 5 + 5 + 1)
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
         bodies = sorted(m.body for m in collector.messages)
         assert b"oneway" in bodies
         assert [m.queue_offset for m in collector.messages if m.body.startswith(b"b")] == sorted(
@@ -293,17 +245,14 @@ def test_failed_listener_gets_the_message_again_through_the_retry_topic(
     async def scenario() -> None:
         namesrv = cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             await producer.send(Message("Redeliver", b"warm"))
-            collector = Collector(fail_first=2)
+            collector = MessageRecorder(fail_first=2)
             consumer = await _consumer(api, namesrv, "g-redeliver", "Redeliver", collector)
             try:
                 await collector.wait_for(1)
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
         assert collector.calls == 3
         assert collector.messages[0].reconsume_times == 2
         assert collector.messages[0].topic == "Redeliver"
@@ -320,9 +269,8 @@ def test_broadcasting_consumers_each_get_every_message(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        collectors = [Collector(), Collector()]
-        try:
+        collectors = [MessageRecorder(), MessageRecorder()]
+        async with started(producer):
             await producer.send(Message("Broadcast", b"warm"))
             consumers = [
                 await _consumer(
@@ -345,8 +293,6 @@ def test_broadcasting_consumers_each_get_every_message(
             finally:
                 for consumer in consumers:
                     await consumer.close()
-        finally:
-            await producer.close()
         assert collectors[0].ids() == collectors[1].ids()
         assert len(list((tmp_path / "offsets-0").rglob("offsets.json"))) == 1
 
@@ -359,26 +305,21 @@ def test_offsets_committed_at_close_are_where_the_next_consumer_starts(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             await producer.send(Message("Resume", b"first"))
-            first = Collector()
+            first = MessageRecorder()
             consumer = await _consumer(api, namesrv, "g-resume", "Resume", first)
             await first.wait_for(1)
             await consumer.close()
             for i in range(5):
                 await producer.send(Message("Resume", b"later%d" % i))
-            second = Collector()
+            second = MessageRecorder()
             consumer = await _consumer(api, namesrv, "g-resume", "Resume", second)
             try:
                 await second.wait_for_ids(await send_markers(producer, "Resume"))
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
-        assert sorted(m.body for m in second.without_markers()) == [
-            b"later%d" % i for i in range(5)
-        ]
+        assert sorted(m.body for m in without_markers(second)) == [b"later%d" % i for i in range(5)]
 
     _run(scenario())
 
@@ -389,14 +330,11 @@ def test_auto_batching_gives_each_message_its_own_result(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv, auto_batch=True, batch_linger_ms=20)
-        await producer.start()
-        try:
+        async with started(producer):
             futures = [
                 await producer.send_async(Message("AutoBatch", b"m%d" % i)) for i in range(50)
             ]
             results = [await _result(f) for f in futures]
-        finally:
-            await producer.close()
         assert len({r.msg_id for r in results}) == 50
         offsets = sorted((r.queue.queue_id, r.queue_offset) for r in results)
         assert len(set(offsets)) == 50, "each message has its own queue offset"
@@ -411,8 +349,7 @@ def test_bad_input_fails_before_the_network_with_a_clear_error(
         producer = api.producer(
             group="p", namesrv=pocketmq_cluster.namesrv_addr, max_message_bytes=1024
         )
-        await producer.start()
-        try:
+        async with started(producer):
             with pytest.raises(MessageError, match="over the 1024-byte limit"):
                 await producer.send(Message("Fine", b"x" * 2000))
             with pytest.raises(MessageError, match="illegal characters"):
@@ -421,8 +358,6 @@ def test_bad_input_fails_before_the_network_with_a_clear_error(
                 await producer.send(Message("Fine", b""))
             with pytest.raises(MessageError, match="use the Message fields"):
                 await producer.send(Message("Fine", b"x", properties={"TAGS": "t"}))
-        finally:
-            await producer.close()
 
     _run(scenario())
 
@@ -430,12 +365,9 @@ def test_bad_input_fails_before_the_network_with_a_clear_error(
 def test_no_nameserver_is_a_clear_error(api: Any) -> None:
     async def scenario() -> None:
         producer = api.producer(group="p", namesrv="127.0.0.1:1", send_timeout_s=1.0)
-        await producer.start()
-        try:
+        async with started(producer):
             with pytest.raises(ConnectionFailedError, match="no NameServer answers"):
                 await producer.send(Message("Nowhere", b"x"))
-        finally:
-            await producer.close()
         with pytest.raises(ClientConfigError, match="no NameServer"):
             api.producer(group="p")
 
@@ -448,8 +380,7 @@ def test_consume_from_timestamp_starts_at_that_time(
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             for i in range(4):
                 await producer.send(Message("Since", b"old%d" % i))
             await asyncio.sleep(0.05)  # store timestamps have millisecond resolution
@@ -457,7 +388,7 @@ def test_consume_from_timestamp_starts_at_that_time(
             await asyncio.sleep(0.05)
             for i in range(4):
                 await producer.send(Message("Since", b"new%d" % i))
-            collector = Collector()
+            collector = MessageRecorder()
             consumer = await _consumer(
                 api,
                 namesrv,
@@ -471,9 +402,7 @@ def test_consume_from_timestamp_starts_at_that_time(
                 await collector.wait_for_ids(await send_markers(producer, "Since"))
             finally:
                 await consumer.close()
-        finally:
-            await producer.close()
-        assert sorted(m.body for m in collector.without_markers()) == [
+        assert sorted(m.body for m in without_markers(collector)) == [
             b"new%d" % i for i in range(4)
         ]
 
@@ -484,14 +413,11 @@ def test_lite_pull_polls_seeks_and_commits(api: Any, pocketmq_cluster: InProcess
     async def scenario() -> None:
         namesrv = pocketmq_cluster.namesrv_addr
         producer = api.producer(group="p", namesrv=namesrv)
-        await producer.start()
-        try:
+        async with started(producer):
             sent = [
                 (await producer.send(Message("Polled", b"m%d" % i, keys=f"k{i}"))).msg_id
                 for i in range(12)
             ]
-        finally:
-            await producer.close()
         consumer = api.lite_pull_consumer(
             "g-polled",
             namesrv=namesrv,
@@ -499,12 +425,14 @@ def test_lite_pull_polls_seeks_and_commits(api: Any, pocketmq_cluster: InProcess
             consume_from_where=aio.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )
         await consumer.subscribe("Polled")
-        await consumer.start()
-        try:
+        async with started(consumer):
             got: list[MessageExt] = []
-            deadline = time.monotonic() + WAIT_S
-            while len(got) < len(sent) and time.monotonic() < deadline:
+
+            async def polled_all() -> bool:
                 got.extend(await consumer.poll(0.5))
+                return len(got) >= len(sent)
+
+            await async_wait_until(polled_all, f"{len(sent)} messages polled")
             assert sorted(m.msg_id for m in got) == sorted(sent)
             queue = got[0].queue
             first = min(m.queue_offset for m in got if m.queue == queue)
@@ -513,8 +441,6 @@ def test_lite_pull_polls_seeks_and_commits(api: Any, pocketmq_cluster: InProcess
             assert [(m.queue, m.queue_offset) for m in again[:1]] == [(queue, first)]
             await consumer.commit({queue: first + 1})
             assert await consumer.committed(queue) == first + 1
-        finally:
-            await consumer.close()
 
     _run(scenario())
 
@@ -532,12 +458,9 @@ def test_admin_creates_a_topic_and_reports_progress(
             assert [q.write_queue_nums for q in route.queue_datas] == [3]
             assert "Managed" in await admin.topic_list()
             producer = api.producer(group="p", namesrv=namesrv)
-            await producer.start()
-            try:
+            async with started(producer):
                 for i in range(6):
                     await producer.send(Message("Managed", b"m%d" % i))
-            finally:
-                await producer.close()
             stats = await admin.topic_stats("Managed")
             assert sum(q.max_offset for q in stats.queues) == 6
         finally:

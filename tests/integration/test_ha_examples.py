@@ -5,27 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from pocketmq.client.aio import Message, Producer, SendStatus
-from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
+from pocketmq.testing import (
+    ServerProcess,
+    async_wait_until,
+    free_port_pair,
+    start_server_process,
+    wait_until,
+)
 from tests.integration.test_master_slave import admin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ha"
 
 
 def wait_for_two_synced_pairs(namesrv: str) -> list[dict[str, object]]:
-    deadline = time.monotonic() + 30
-    while True:
-        status = json.loads(admin(namesrv, "haStatus", "-c", "DefaultCluster", "--json"))
+    status: list[dict[str, object]] = []
+
+    def synced() -> list[dict[str, object]] | None:
+        status[:] = json.loads(admin(namesrv, "haStatus", "-c", "DefaultCluster", "--json"))
         links = [c for b in status if b.get("master") for c in b.get("haConnectionInfo", [])]
-        if len(links) == 2 and all(c["diff"] == 0 for c in links):
-            return status
-        assert time.monotonic() < deadline, f"slaves not in sync: {status}"
-        time.sleep(0.2)
+        return list(status) if len(links) == 2 and all(c["diff"] == 0 for c in links) else None
+
+    return wait_until(synced, "two slaves in sync", poll_s=0.2, describe=lambda: status)
 
 
 @pytest.mark.parametrize("variant", ["2m-2s-sync", "2m-2s-async"])
@@ -71,12 +76,11 @@ def test_up_with_a_slave_runs_a_replicated_pair(tmp_path: Path) -> None:
 
         async def send() -> None:
             async with Producer("pair", namesrv=up.address) as producer:
-                for _ in range(100):
-                    result = await producer.send(Message("Pair", b"x"))
-                    if result.replicas == 2:
-                        return
-                    await asyncio.sleep(0.1)
-            raise AssertionError("the slave never acknowledged")
+
+                async def replicated() -> bool:
+                    return (await producer.send(Message("Pair", b"x"))).replicas == 2
+
+                await async_wait_until(replicated, "a send acknowledged by the slave", poll_s=0.1)
 
         asyncio.run(send())
         (master,) = [b for b in json.loads(admin(up.address, "haStatus", "-c", "DefaultCluster",

@@ -20,10 +20,11 @@ from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.message import Message, MessageExt, MessageQueue, SendResult
 from pocketmq.client.producer.producer import Producer
 from pocketmq.common.consumer_modes import ConsumeFromWhere, MessageModel
+from pocketmq.testing import async_wait_until
 from pocketmq.testing.cluster import InProcessCluster
 
 SCENARIO_TIMEOUT_S = 12.0
-WAIT_S = 8.0
+WAIT_S = 8.0  # every wait fits in a scenario's time limit
 FROM_FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
@@ -36,12 +37,20 @@ async def _poll_until(
 ) -> list[MessageExt]:
     """Polls until `count` messages came back; fails when they do not in time."""
     got: list[MessageExt] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < count and time.monotonic() < deadline:
+
+    async def polled_enough() -> bool:
         batch = await consumer.poll(timeout_s=0.2)
         assert len(batch) <= consumer.poll_batch_max
         got.extend(batch)
-    assert len(got) >= count, f"polled {len(got)} messages, expected {count}"
+        return len(got) >= count
+
+    await async_wait_until(
+        polled_enough,
+        f"{count} messages polled",
+        timeout_s=timeout_s,
+        poll_s=0.001,
+        describe=lambda: f"polled {len(got)}",
+    )
     return got
 
 
@@ -238,13 +247,17 @@ def test_two_consumers_of_a_group_split_the_queues(pocketmq_cluster: InProcessCl
         async with first, second:
             assert first.instance.client_id != second.instance.client_id
             every = set(await first.fetch_queues("LiteSplit"))
-            deadline = time.monotonic() + WAIT_S
-            while time.monotonic() < deadline:
+
+            def split() -> tuple[set[MessageQueue], set[MessageQueue]] | None:
                 mine = {q for q in first.assignment if q.topic == "LiteSplit"}
                 theirs = {q for q in second.assignment if q.topic == "LiteSplit"}
                 if mine and theirs and not mine & theirs and mine | theirs == every:
-                    break
-                await asyncio.sleep(0.05)
+                    return mine, theirs
+                return None
+
+            mine, theirs = await async_wait_until(
+                split, "the queues split between the two consumers", timeout_s=WAIT_S
+            )
             assert mine, theirs
             assert theirs, mine
             assert not mine & theirs

@@ -6,12 +6,10 @@ to its master; a slave copies its master's topics, groups and offsets."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,6 @@ from pocketmq.client.aio import (
     ClientInstance,
     ConsumeFromWhere,
     Message,
-    MessageExt,
     Producer,
     PushConsumer,
     SendStatus,
@@ -28,9 +25,8 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.properties import encode_properties
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RemotingClient
+from pocketmq.testing import MessageRecorder, async_wait_until, wait_until
 from tests.integration.replication import BrokerGroup
-
-WAIT_S = 30.0
 
 
 def commit_log_digest(data_dir: Path) -> tuple[list[str], str]:
@@ -44,13 +40,11 @@ def commit_log_digest(data_dir: Path) -> tuple[list[str], str]:
 
 async def send_until_replicated(producer: Producer, topic: str) -> None:
     """Sends until a result says a slave has the message (the slave connected)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        result = await producer.send(Message(topic, b"warm-up"))
-        if result.replicas == 2:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("no send was acknowledged by the slave")
+
+    async def replicated() -> bool:
+        return (await producer.send(Message(topic, b"warm-up"))).replicas == 2
+
+    await async_wait_until(replicated, "a send acknowledged by the slave", poll_s=0.2)
 
 
 def admin(namesrv: str, *args: str) -> str:
@@ -67,35 +61,16 @@ def admin(namesrv: str, *args: str) -> str:
 
 def wait_until_slaves_caught_up(broker_group: BrokerGroup) -> None:
     """Waits until `haStatus` shows every slave at its master's end (and one slave at all)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        status = json.loads(
+    status: list[Any] = []
+
+    def caught_up() -> bool:
+        status[:] = json.loads(
             admin(broker_group.namesrv_addr, "haStatus", "-c", "DefaultCluster", "--json")
         )
         links = [c for b in status if b.get("master") for c in b.get("haConnectionInfo", [])]
-        if links and all(c["diff"] == 0 and c["lagMs"] == 0 for c in links):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"slaves still behind: {status}")
+        return bool(links) and all(c["diff"] == 0 and c["lagMs"] == 0 for c in links)
 
-
-class Inbox:
-    def __init__(self) -> None:
-        self.bodies: set[bytes] = set()
-        self.changed = asyncio.Event()
-
-    async def __call__(self, messages: list[MessageExt]) -> None:
-        self.bodies.update(m.body for m in messages)
-        self.changed.set()
-
-    async def wait_for(self, expected: set[bytes], timeout_s: float = WAIT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not expected <= self.bodies and time.monotonic() < deadline:
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), deadline - time.monotonic())
-        missing = expected - self.bodies
-        assert not missing, f"{len(missing)} of {len(expected)} not consumed"
+    wait_until(caught_up, "slaves at their master's end", poll_s=0.2, describe=lambda: status)
 
 
 def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
@@ -119,7 +94,7 @@ def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
     broker_group.kill("master")  # the slave alone must serve every acknowledged message
 
     async def consume() -> None:
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = PushConsumer(
             "ha-readers",
             namesrv=broker_group.namesrv_addr,
@@ -128,7 +103,7 @@ def test_a_sync_master_answers_after_the_slave_and_the_slave_serves_reads_alone(
         consumer.subscribe("Replicated")
         consumer.register_listener(inbox)
         async with consumer:
-            await inbox.wait_for(bodies)
+            await inbox.wait_for_bodies(bodies)
 
     asyncio.run(consume())
     broker_group.start("master")  # comes back; the slave follows it again from its own offset
@@ -153,7 +128,7 @@ def test_a_sync_master_without_a_slave_says_so_and_still_stores(broker_group: Br
             result = await producer.send(Message("Lonely", b"kept"))
         assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
         assert result.replicas == 1
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = PushConsumer(
             "lonely-readers",
             namesrv=broker_group.namesrv_addr,
@@ -162,7 +137,7 @@ def test_a_sync_master_without_a_slave_says_so_and_still_stores(broker_group: Br
         consumer.subscribe("Lonely")
         consumer.register_listener(inbox)
         async with consumer:
-            await inbox.wait_for({b"kept"})
+            await inbox.wait_for_bodies({b"kept"})
 
     asyncio.run(scenario())
 
@@ -245,27 +220,29 @@ def test_a_slave_copies_topics_groups_and_offsets_and_resumes_after_a_kill(
         finally:
             await client.close()
 
+    async def slave_metadata() -> tuple[Any, Any] | None:
+        topics = await on_slave(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        offset = await on_slave(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": "g-synced", "topic": "Synced", "queueId": "0"},
+        )
+        groups = await on_slave(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        table = json.loads(topics.body or b"{}").get("topicConfigTable", {})
+        group_table = json.loads(groups.body or b"{}").get("subscriptionGroupTable", {})
+        if (
+            "Synced" in table
+            and offset.ext_fields.get("offset") == "2"
+            and "g-synced" in group_table
+        ):
+            return table, group_table
+        return None
+
     async def slave_has_metadata() -> None:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            topics = await on_slave(RequestCode.GET_ALL_TOPIC_CONFIG, {})
-            offset = await on_slave(
-                RequestCode.QUERY_CONSUMER_OFFSET,
-                {"consumerGroup": "g-synced", "topic": "Synced", "queueId": "0"},
-            )
-            groups = await on_slave(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
-            table = json.loads(topics.body or b"{}").get("topicConfigTable", {})
-            group_table = json.loads(groups.body or b"{}").get("subscriptionGroupTable", {})
-            if (
-                "Synced" in table
-                and offset.ext_fields.get("offset") == "2"
-                and "g-synced" in group_table
-            ):
-                assert table["Synced"]["readQueueNums"] == 3
-                assert group_table["g-synced"]["retryMaxTimes"] == 5
-                return
-            await asyncio.sleep(0.2)
-        raise AssertionError("the slave did not copy the master's metadata")
+        table, group_table = await async_wait_until(
+            slave_metadata, "the slave copied the master's metadata", poll_s=0.2
+        )
+        assert table["Synced"]["readQueueNums"] == 3
+        assert group_table["g-synced"]["retryMaxTimes"] == 5
 
     asyncio.run(slave_has_metadata())
     # The slave dies mid-stream and comes back: it resumes from its own offset.
@@ -310,7 +287,7 @@ def test_a_reader_far_behind_is_sent_to_the_slave(broker_group: BrokerGroup) -> 
             for body in sorted(bodies):
                 await producer.send(Message("Backlog", body))
         await asyncio.to_thread(wait_until_slaves_caught_up, broker_group)
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = PushConsumer(
             "backlog-readers",
             namesrv=broker_group.namesrv_addr,
@@ -320,7 +297,7 @@ def test_a_reader_far_behind_is_sent_to_the_slave(broker_group: BrokerGroup) -> 
         consumer.subscribe("Backlog")
         consumer.register_listener(inbox)
         async with consumer:
-            await inbox.wait_for(bodies)
+            await inbox.wait_for_bodies(bodies)
 
     asyncio.run(scenario())
     assert int(runtime_info(slave.address)["pulledMessageCount"]) > 0
@@ -387,7 +364,7 @@ def test_progress_made_on_the_slave_is_kept_when_the_master_returns(
 
     async def consume(expected: set[bytes], until: Any) -> set[bytes]:
         """Consumes until `expected` arrived and `until()` holds; returns everything seen."""
-        inbox = Inbox()
+        inbox = MessageRecorder()
         instance = ClientInstance(broker_group.namesrv_addr, route_refresh_interval_s=1)
         consumer = PushConsumer(
             "progress-readers",
@@ -398,15 +375,13 @@ def test_progress_made_on_the_slave_is_kept_when_the_master_returns(
         consumer.subscribe("Progress")
         consumer.register_listener(inbox)
         async with consumer:
-            await inbox.wait_for(expected)
+            await inbox.wait_for_bodies(expected)
             await asyncio.to_thread(poll_until, until)
         await instance.close()
-        return inbox.bodies
+        return set(inbox.bodies())
 
     def poll_until(condition: Any) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(condition, "the consumer's progress committed", poll_s=0.2)
 
     def progress(address: str) -> int:
         return offset_on(address, "progress-readers", "Progress", 0)

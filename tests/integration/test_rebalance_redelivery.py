@@ -39,6 +39,7 @@ from pocketmq.client.aio import (
     Producer,
     PushConsumer,
 )
+from pocketmq.testing import async_wait_until
 from pocketmq.testing.processes import ServerProcess
 
 log = logging.getLogger(__name__)
@@ -207,15 +208,6 @@ def _consumer(setup: Setup, name: str, deliveries: Deliveries) -> PushConsumer:
     return consumer
 
 
-async def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    for _ in range(int(timeout_s / WAIT_STEP_S) + 1):
-        if condition() or time.monotonic() >= deadline:
-            break
-        await asyncio.sleep(WAIT_STEP_S)
-    assert condition(), f"timed out after {timeout_s} s waiting for {what}"
-
-
 def _held(consumer: PushConsumer, setup: Setup) -> int:
     return sum(1 for q in consumer.assigned_queues if q.topic == setup.topic)
 
@@ -261,14 +253,25 @@ def test_a_second_consumer_joining_a_draining_group(
             async with _consumer(setup, "c1", deliveries) as first:
                 sampler.start()
                 try:
-                    await _wait_for(
-                        lambda: deliveries.unique() >= JOIN_MESSAGES // 10, 20, "a tenth consumed"
+                    await async_wait_until(
+                        lambda: deliveries.unique() >= JOIN_MESSAGES // 10,
+                        "a tenth consumed",
+                        timeout_s=20,
+                        poll_s=WAIT_STEP_S,
                     )
                     process = await asyncio.to_thread(_start_process, setup, tmp_path, "c2")
-                    await _wait_for(lambda: _held(first, setup) == QUEUES // 2, 10, "the rebalance")
+                    await async_wait_until(
+                        lambda: _held(first, setup) == QUEUES // 2,
+                        "the rebalance",
+                        timeout_s=10,
+                        poll_s=WAIT_STEP_S,
+                    )
                     assert deliveries.unique() < JOIN_MESSAGES, "drained before the join"
-                    await _wait_for(
-                        lambda: deliveries.unique() >= JOIN_MESSAGES, DRAIN_TIMEOUT_S, "the drain"
+                    await async_wait_until(
+                        lambda: deliveries.unique() >= JOIN_MESSAGES,
+                        "the drain",
+                        timeout_s=DRAIN_TIMEOUT_S,
+                        poll_s=WAIT_STEP_S,
                     )
                 finally:
                     if process is not None:
@@ -298,8 +301,11 @@ def test_two_consumers_started_together(
             sampler.start()
             try:
                 await asyncio.gather(first.start(), second.start())
-                await _wait_for(
-                    lambda: deliveries.unique() >= SMALL_MESSAGES, DRAIN_TIMEOUT_S, "the drain"
+                await async_wait_until(
+                    lambda: deliveries.unique() >= SMALL_MESSAGES,
+                    "the drain",
+                    timeout_s=DRAIN_TIMEOUT_S,
+                    poll_s=WAIT_STEP_S,
                 )
             finally:
                 await asyncio.gather(first.close(), second.close())
@@ -328,14 +334,18 @@ def test_a_third_consumer_joining_while_one_leaves(
             sampler.start()
             try:
                 await second.start()
-                await _wait_for(
+                await async_wait_until(
                     lambda: _held(first, setup) == _held(second, setup) == QUEUES // 2,
-                    10,
                     "two members sharing the queues",
+                    timeout_s=10,
+                    poll_s=WAIT_STEP_S,
                 )
                 await asyncio.gather(third.start(), first.close())
-                await _wait_for(
-                    lambda: deliveries.unique() >= SMALL_MESSAGES, DRAIN_TIMEOUT_S, "the drain"
+                await async_wait_until(
+                    lambda: deliveries.unique() >= SMALL_MESSAGES,
+                    "the drain",
+                    timeout_s=DRAIN_TIMEOUT_S,
+                    poll_s=WAIT_STEP_S,
                 )
             finally:
                 await asyncio.gather(first.close(), second.close(), third.close())

@@ -19,6 +19,7 @@ from pocketmq.remoting.transport import (
     RemotingServer,
     RemotingTimeoutError,
 )
+from pocketmq.testing import async_wait_until
 
 ECHO = 9001
 SLOW = 9002
@@ -120,10 +121,7 @@ def test_oneway_gets_no_response_but_runs() -> None:
             await client.invoke_oneway(address, RemotingCommand.request(ECHO + 10, {"n": str(n)}))
         # A normal request after them: oneway requests were read before it on the stream.
         await client.invoke(address, RemotingCommand.request(ECHO), 3)
-        for _ in range(100):
-            if len(seen) == 5:
-                break
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: len(seen) == 5, "5 oneway requests handled", poll_s=0.01)
         assert sorted(seen) == ["0", "1", "2", "3", "4"]
 
     with_server(test)
@@ -229,10 +227,7 @@ def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones() -> N
         await client.close()
         with pytest.raises(ChannelClosedError):
             await held
-        for _ in range(100):
-            if len(events) == 2:
-                break
-            await asyncio.sleep(0.02)
+        await async_wait_until(lambda: len(events) == 2, "both handlers finished", poll_s=0.02)
         assert sorted(events) == ["held request cancelled", "oneway finished"]
 
     with_server(test)
@@ -247,10 +242,7 @@ def test_client_closes_idle_connections_and_reconnects_on_demand() -> None:
         try:
             first = await client.channel(address)
             await client.invoke(address, RemotingCommand.request(ECHO), 3)
-            for _ in range(100):
-                if first.is_closed:
-                    break
-                await asyncio.sleep(0.05)
+            await async_wait_until(lambda: first.is_closed, "the idle connection closed")
             assert first.is_closed
             assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
             assert await client.channel(address) is not first

@@ -28,7 +28,7 @@ from pocketmq.client.aio import (
     Producer,
     PushConsumer,
 )
-from pocketmq.testing import ServerProcess
+from pocketmq.testing import MessageRecorder, ServerProcess, async_wait_until, started
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 ServerFactory = Callable[..., ServerProcess]
@@ -70,24 +70,14 @@ def test_a_delayed_message_arrives_after_its_delay_and_not_much_later(
 ) -> None:
     async def scenario() -> None:
         namesrv = cluster.namesrv_addr
-        arrived: asyncio.Future[tuple[float, MessageExt]] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        async def listener(messages: list[MessageExt]) -> None:
-            if not arrived.done():
-                arrived.set_result((time.time(), messages[0]))
-
-        consumer = _consumer(namesrv, "g-delay", "Delayed", listener)
-        await consumer.start()
-        try:
+        recorder = MessageRecorder()
+        consumer = _consumer(namesrv, "g-delay", "Delayed", recorder)
+        async with started(consumer):
             async with Producer("delay-producer", namesrv=namesrv) as producer:
                 await producer.send(
                     Message("Delayed", b"later", tags="t", keys="k1", delay_level=1)
                 )
-            received_at, message = await asyncio.wait_for(arrived, 10)
-        finally:
-            await consumer.close()
+            received_at, message = await recorder.wait_for_arrival(b"later", 10)
         born_s = message.born_timestamp_ms / 1000
         assert message.store_timestamp_ms - message.born_timestamp_ms >= 1000
         assert received_at - born_s < 1 + LATE_S_MAX
@@ -118,15 +108,12 @@ def test_a_failing_listener_sees_each_retry_later_than_the_one_before(
             return ConsumeResult.SUCCESS
 
         consumer = _consumer(namesrv, "g-retry", "Retried", listener)
-        await consumer.start()
-        try:
+        async with started(consumer):
             async with Producer("retry-producer", namesrv=namesrv) as producer:
                 sent = await producer.send(
                     Message("Retried", b"fails", keys="k1", properties={"p": "v"})
                 )
             await asyncio.wait_for(succeeded.wait(), 18)
-        finally:
-            await consumer.close()
         assert [m.reconsume_times for _, m in deliveries] == list(range(failures + 1))
         for _, message in deliveries:
             assert message.topic == "Retried"
@@ -190,14 +177,15 @@ def test_after_max_reconsume_times_the_message_is_a_dead_letter_with_its_propert
 
 async def _first_message(admin: AdminClient, address: str, topic: str, timeout_s: float) -> Any:
     """The first message of queue 0 of `topic`, read with the admin client once it is there."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    async def first() -> Any:
         if await admin.max_offset(address, topic, 0) > 0:
             batch = await admin.pull(address, topic, 0, 0, 1)
             if batch.messages:
                 return batch.messages[0]
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"nothing arrived in {topic} within {timeout_s} s")
+        return None
+
+    return await async_wait_until(first, f"a message in {topic}", timeout_s=timeout_s, poll_s=0.1)
 
 
 def _admin(namesrv: str, *args: str) -> Any:
@@ -226,8 +214,7 @@ async def _redrive_brings_it_back(namesrv: str) -> None:
             returned.set_result(messages[0])
 
     reader = _consumer(namesrv, "g-after-redrive", "Dead", on_returned)
-    await reader.start()
-    try:
+    async with started(reader):
         first = await asyncio.wait_for(returned, 15)  # the original message, from the start
         assert first.body == b"always fails"
         returned = asyncio.get_running_loop().create_future()
@@ -236,8 +223,6 @@ async def _redrive_brings_it_back(namesrv: str) -> None:
         )
         assert [d["outcome"] for d in done] == ["resent"]
         again = await asyncio.wait_for(returned, 15)
-    finally:
-        await reader.close()
     assert again.body == b"always fails"
     assert again.properties["p"] == "v"
     assert again.properties["REDRIVEN_FROM"] == str(listed[0]["msgId"])
@@ -260,10 +245,10 @@ async def _stored_count(admin: AdminClient, address: str, topic: str) -> int:
 
 
 async def _wait_stored(admin: AdminClient, address: str, topic: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while await _stored_count(admin, address, topic) < count:
-        assert time.monotonic() < deadline, f"{topic} did not reach {count} messages"
-        await asyncio.sleep(0.02)
+    async def stored() -> bool:
+        return await _stored_count(admin, address, topic) >= count
+
+    await async_wait_until(stored, f"{count} messages in {topic}", timeout_s=10, poll_s=0.02)
 
 
 def test_a_delayed_message_pending_when_the_broker_is_killed_arrives_once(
@@ -300,30 +285,16 @@ def test_a_delayed_message_pending_when_the_broker_is_killed_arrives_once(
     assert restarted.address == address
 
     async def after_the_restart() -> None:
-        received: list[MessageExt] = []
-        pending = asyncio.Event()
-        both = asyncio.Event()
-
-        async def listener(messages: list[MessageExt]) -> None:
-            received.extend(messages)
-            bodies = {m.body for m in received}
-            if b"pending" in bodies:
-                pending.set()
-            if bodies == {b"early", b"pending"}:
-                both.set()
-
-        consumer = _consumer(namesrv, "g-crash", RESTART_TOPIC, listener)
-        await consumer.start()
-        try:
-            await asyncio.wait_for(pending.wait(), 15)
-            await asyncio.wait_for(both.wait(), 5)
+        recorder = MessageRecorder()
+        consumer = _consumer(namesrv, "g-crash", RESTART_TOPIC, recorder)
+        async with started(consumer):
+            await recorder.wait_for_body(b"pending", 15)
+            await recorder.wait_for_bodies({b"early", b"pending"}, 5)
             async with AdminClient([namesrv]) as admin:
                 stored = await _stored_count(admin, address, RESTART_TOPIC)
-        finally:
-            await consumer.close()
         assert stored == 2  # each delivered once into its topic, none twice
-        assert sorted(m.body for m in received) == [b"early", b"pending"]
-        [late] = [m for m in received if m.body == b"pending"]
+        assert sorted(recorder.bodies()) == [b"early", b"pending"]
+        [late] = [m for m in recorder.messages if m.body == b"pending"]
         assert late.store_timestamp_ms - late.born_timestamp_ms >= 3000
 
     asyncio.run(after_the_restart())

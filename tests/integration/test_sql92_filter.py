@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
-from pocketmq.client.aio import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client.aio import ConsumeFromWhere, Message, Producer, PushConsumer
 from pocketmq.client.errors import SubscriptionError
+from pocketmq.testing import MessageRecorder
 from pocketmq.testing.cluster import start_cluster
 
 TOPIC = "Filtered"
@@ -28,26 +28,16 @@ MARKER = Message(
     tags="odd",
     properties={"amount": "1000", "region": "eu", "note": "x", "marker": "yes"},
 )
-WAIT_S = 15.0
 
 
 async def _consume(namesrv: str, group: str, expression: str, kind: str) -> list[int]:
     """The amounts a new group with this subscription is delivered, markers left out."""
-    got: list[int] = []
-    markers: set[str] = set()
-
-    async def listener(messages: list[MessageExt]) -> None:
-        for m in messages:
-            if "marker" in m.properties:
-                markers.add(m.msg_id)
-            else:
-                got.append(int(m.properties["amount"]))
-
+    recorder = MessageRecorder()
     consumer = PushConsumer(
         group, namesrv=namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     )
     consumer.subscribe(TOPIC, expression, expression_type=kind)
-    consumer.register_listener(listener)
+    consumer.register_listener(recorder)
     async with consumer:
         async with Producer(f"{group}-markers", namesrv=namesrv) as producer:
             sent = {
@@ -56,11 +46,10 @@ async def _consume(namesrv: str, group: str, expression: str, kind: str) -> list
             }
         # Each queue is delivered in order: with its marker, the consumer has been handed
         # whatever it would get of the messages before it, wrongly matched ones too.
-        deadline = time.monotonic() + WAIT_S
-        while not markers >= sent:
-            assert time.monotonic() < deadline, f"{len(sent - markers)} markers did not arrive"
-            await asyncio.sleep(0.02)
-    return sorted(got)
+        await recorder.wait_for_ids(sent)
+    return sorted(
+        int(m.properties["amount"]) for m in recorder.messages if "marker" not in m.properties
+    )
 
 
 def test_sql92_and_tag_subscriptions_deliver_exactly_the_matches(tmp_path: Path) -> None:

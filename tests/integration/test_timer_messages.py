@@ -20,13 +20,12 @@ from pocketmq.client.admin import AdminClient
 from pocketmq.client.aio import (
     ConsumeFromWhere,
     Message,
-    MessageExt,
     MessageQueue,
     Producer,
     PushConsumer,
 )
 from pocketmq.client.errors import MessageError, RocketMQError
-from pocketmq.testing import ServerProcess
+from pocketmq.testing import MessageRecorder, ServerProcess, async_wait_until, started
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 ServerFactory = Callable[..., ServerProcess]
@@ -47,38 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessClust
         started.stop()
 
 
-class Inbox:
-    """A push consumer's deliveries with their arrival times; wait for bodies to arrive."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[float, MessageExt]] = []
-        self._changed = asyncio.Event()
-
-    async def listener(self, messages: list[MessageExt]) -> None:
-        now = time.time()
-        self.received.extend((now, message) for message in messages)
-        self._changed.set()
-
-    def bodies(self) -> list[bytes]:
-        return [message.body for _, message in self.received]
-
-    async def wait_for(self, body: bytes, timeout_s: float) -> tuple[float, MessageExt]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            for arrived, message in self.received:
-                if message.body == body:
-                    return arrived, message
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"{body!r} did not arrive within {timeout_s} s")
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                continue
-
-
-async def _consuming(namesrv: str, group: str, topic: str, inbox: Inbox) -> PushConsumer:
+async def _consuming(namesrv: str, group: str, topic: str, inbox: MessageRecorder) -> PushConsumer:
     """A started consumer that has received a first message of `topic` (so the topic exists
     and the consumer owns its queues before any timer fires)."""
     async with Producer(f"{group}-warm", namesrv=namesrv) as producer:
@@ -87,9 +55,9 @@ async def _consuming(namesrv: str, group: str, topic: str, inbox: Inbox) -> Push
         group, namesrv=namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     )
     consumer.subscribe(topic)
-    consumer.register_listener(inbox.listener)
+    consumer.register_listener(inbox)
     await consumer.start()
-    await inbox.wait_for(b"warm-up", 10)
+    await inbox.wait_for_body(b"warm-up", 10)
     return consumer
 
 
@@ -97,7 +65,7 @@ def test_a_message_for_an_arbitrary_time_arrives_not_before_it_and_not_much_afte
     cluster: InProcessCluster,
 ) -> None:
     async def scenario() -> None:
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = await _consuming(cluster.namesrv_addr, "g-timer", "Timed", inbox)
         try:
             async with Producer("timer-producer", namesrv=cluster.namesrv_addr) as producer:
@@ -107,8 +75,8 @@ def test_a_message_for_an_arbitrary_time_arrives_not_before_it_and_not_much_afte
                 )
                 before_relative_ms = time.time() * 1000  # the broker counts from its receipt
                 relative = await producer.send(Message("Timed", b"relative", delay_ms=1500))
-            arrived, message = await inbox.wait_for(b"at-time", 8)
-            other_arrived, _ = await inbox.wait_for(b"relative", 8)
+            arrived, message = await inbox.wait_for_arrival(b"at-time", 8)
+            other_arrived, _ = await inbox.wait_for_arrival(b"relative", 8)
         finally:
             await consumer.close()
         assert sent.recall_handle is not None
@@ -147,7 +115,7 @@ def test_a_recalled_message_is_not_delivered_and_its_slot_neighbour_is(
     cluster: InProcessCluster,
 ) -> None:
     async def scenario() -> None:
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = await _consuming(cluster.namesrv_addr, "g-recall", "Recalled", inbox)
         try:
             async with Producer("recall-producer", namesrv=cluster.namesrv_addr) as producer:
@@ -165,8 +133,8 @@ def test_a_recalled_message_is_not_delivered_and_its_slot_neighbour_is(
                 # one would have been.
                 after = Message("Recalled", b"next slot", deliver_time_ms=deliver_ms + 1000)
                 await producer.send(after, queue=doomed.queue)
-            await inbox.wait_for(b"kept", 8)  # the slot was delivered
-            await inbox.wait_for(b"next slot", 8)
+            await inbox.wait_for_body(b"kept", 8)  # the slot was delivered
+            await inbox.wait_for_body(b"next slot", 8)
         finally:
             await consumer.close()
         assert b"recalled" not in inbox.bodies()
@@ -222,10 +190,13 @@ def test_a_pending_timer_survives_a_broker_sigkill_and_arrives_once(
             pending_ms = now_ms + 4500
             await producer.send(Message(topic, b"pending", deliver_time_ms=pending_ms), queue=queue)
         async with AdminClient([namesrv]) as admin:
-            deadline = time.monotonic() + 10
-            while await _stored(admin, address, topic) < 2:  # "early" delivered
-                assert time.monotonic() < deadline, "the early timer was not delivered"
-                await asyncio.sleep(0.02)
+
+            async def early_delivered() -> bool:
+                return await _stored(admin, address, topic) >= 2
+
+            await async_wait_until(
+                early_delivered, "the early timer delivered", timeout_s=10, poll_s=0.02
+            )
 
     asyncio.run(before_the_crash())
     broker.kill()
@@ -233,28 +204,25 @@ def test_a_pending_timer_survives_a_broker_sigkill_and_arrives_once(
     assert restarted.address == address
 
     async def after_the_restart() -> None:
-        inbox = Inbox()
+        inbox = MessageRecorder()
         consumer = PushConsumer(
             "g-crash",
             namesrv=namesrv,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )
         consumer.subscribe(topic)
-        consumer.register_listener(inbox.listener)
-        await consumer.start()
-        try:
+        consumer.register_listener(inbox)
+        async with started(consumer):
             # A timer of a later slot in the same queue: once it is consumed, every earlier
             # slot has been stored and consumed, a timer delivered twice included.
             async with Producer("crash-producer", namesrv=namesrv) as producer:
                 after = Message(topic, b"next slot", deliver_time_ms=pending_ms + 1000)
                 await producer.send(after, queue=queue)
-            arrived, message = await inbox.wait_for(b"pending", 12)
-            await inbox.wait_for(b"early", 5)
-            await inbox.wait_for(b"next slot", 5)
+            arrived, message = await inbox.wait_for_arrival(b"pending", 12)
+            await inbox.wait_for_body(b"early", 5)
+            await inbox.wait_for_body(b"next slot", 5)
             async with AdminClient([namesrv]) as admin:
                 stored = await _stored(admin, address, topic)
-        finally:
-            await consumer.close()
         assert stored == 4  # plain, early, pending and the next slot's: each stored once
         assert sorted(inbox.bodies()) == [b"early", b"next slot", b"pending", b"plain"]
         assert arrived * 1000 >= pending_ms
