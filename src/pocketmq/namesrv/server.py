@@ -36,7 +36,7 @@ from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.metadata import JsonFile
+from pocketmq.runtime.json_file import JsonFile
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ codes one to one.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -97,6 +98,34 @@ class PutResult:
     @property
     def message_count(self) -> int:
         return len(self.physical_offsets)
+
+
+NEVER_STORABLE: Final = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+"""Put outcomes that storing the same message again cannot change; every other failure may pass
+(a full or failed disk, a slow flush, a missing slave, a store being stopped)."""
+
+
+class Delivery(enum.Enum):
+    """What came of storing a message the broker moves itself (a due delayed or timer message)."""
+
+    STORED = "stored"
+    SKIPPED = "skipped"
+    """Never storable (refused on the way in, or illegal for the store): move past it."""
+    RETRY = "retry"
+    """Not stored for a reason that may pass: try the same message again later."""
+
+
+Deliver = Callable[[MessageToStore], Awaitable[tuple[Delivery, str]]]
+"""Stores one due message the way every message is stored (the broker's put path); returns
+what came of it and, when it was not stored, why."""
+
+
+def classify_put(result: PutResult) -> tuple[Delivery, str]:
+    """The `Delivery` a put result means, and why for a message not stored."""
+    if result.status in STORED_STATUSES:
+        return Delivery.STORED, ""
+    why = f"{result.status.value} {result.remark}".rstrip()
+    return (Delivery.SKIPPED if result.status in NEVER_STORABLE else Delivery.RETRY), why
 
 
 class Replication(Protocol):

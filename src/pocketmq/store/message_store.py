@@ -2,7 +2,9 @@
 
 This is the one object the broker talks to (RocketMQ's `DefaultMessageStore`). It owns the
 directory layout under `storePathRootDir`, the `abort` marker that tells a crash from a clean
-stop, and the order of start-up and shutdown. It does no networking.
+stop, and the order of start-up and shutdown. It does no networking. Reads (queues, offsets,
+lookups by time, key or offset) are `reader.py`'s; the read methods here delegate to it, so
+the broker has one object to call.
 
 Threading: everything runs on the event loop except blocking flushes, which go to one flush
 thread. `load()` (recovery) is synchronous and runs before the loop serves anything.
@@ -11,32 +13,17 @@ thread. `load()` (recovery) is synchronous and runs before the loop serves anyth
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
 
-from pocketmq.common.constants import (
-    KEY_SEPARATOR,
-    PROPERTY_KEYS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-)
-from pocketmq.common.stored_message import (
-    HostAddress,
-    MessageDecodeError,
-    ReadableBuffer,
-    StoredMessage,
-    decode_record,
-)
+from pocketmq.common.stored_message import HostAddress, ReadableBuffer, StoredMessage
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.api import (
     Durability,
     GetResult,
-    GetStatus,
     MessageToStore,
     PutResult,
     PutStatus,
@@ -50,13 +37,11 @@ from pocketmq.store.dispatch import Dispatcher, IndexTarget
 from pocketmq.store.flush import FlushOutcome, FlushServices
 from pocketmq.store.index import IndexService
 from pocketmq.store.metadata import BrokerMetadataFiles
+from pocketmq.store.reader import MessageReader
 from pocketmq.store.recovery import RecoveryResult, recover_commit_log
 from pocketmq.store.retention import CleanResult, RetentionPolicy, disk_used_percent
 
 log = logging.getLogger(__name__)
-
-# RocketMQ scans at most this many queue entries per read when a tag filter skips them.
-MAX_FILTERED_ENTRIES_PER_READ: Final = 16_000
 
 
 class StoreNotRunningError(RuntimeError):
@@ -102,6 +87,7 @@ class MessageStore:
         if config.message_index_enable:
             targets.append(IndexTarget(self.index))
         self.dispatcher = Dispatcher(self.commit_log, targets)  # type: ignore[arg-type]
+        self.reader = MessageReader(self.commit_log, self.consume_queues, self.index, config)
         self.checkpoint = Checkpoint(self.root / "checkpoint", fs)
         # Topics, groups and offsets: the broker owns their meaning, the store their files.
         self.metadata = BrokerMetadataFiles(self.root / "config", fs)
@@ -416,7 +402,7 @@ class MessageStore:
             return
         self._schedule_dispatch()
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading (see `reader.py`) ---------------------------------------------------------
     @property
     def min_phy_offset(self) -> int:
         return self.commit_log.min_offset
@@ -436,178 +422,58 @@ class MessageStore:
         tag_codes: frozenset[int] | None = None,
         record_filter: Callable[[ReadableBuffer], bool] | None = None,
     ) -> GetResult:
-        """Reads up to `max_count` stored records of a queue from `offset` on.
-
-        `tag_codes` keeps only entries whose tag hash is in the set (None keeps all); the
-        client re-checks the real tag, as hashes can collide. `record_filter` then sees each
-        record (SQL92 property filters); skipped records still advance `next_begin_offset`.
-        """
-        queue = self.consume_queues.find(topic, queue_id)
-        if queue is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        min_offset, max_offset = queue.min_offset, queue.max_offset
-        if max_offset == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
-        if offset < min_offset:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if offset == max_offset:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
-        if offset > max_offset:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        commit_log = self.commit_log
-        commit_log_min = commit_log.min_offset
-        next_offset = offset
-        scanned = 0
-        last_physical = -1
-        status = GetStatus.NO_MATCHED_MESSAGE
-        buffers = result.buffers
-        queue_offsets = result.queue_offsets
-        while (
-            next_offset < max_offset
-            and len(buffers) < max_count
-            and scanned < MAX_FILTERED_ENTRIES_PER_READ
-        ):
-            before = next_offset
-            full = False
-            for queue_offset, physical, size, tags in queue.entries(
-                next_offset, min(max_offset - next_offset, MAX_FILTERED_ENTRIES_PER_READ - scanned)
-            ):
-                scanned += 1
-                if physical < commit_log_min:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                elif tag_codes is None or tags in tag_codes:
-                    if buffers and result.total_bytes + size > max_bytes:
-                        full = True
-                        break
-                    record = commit_log.read(physical, size)
-                    if record is None:
-                        status = GetStatus.OFFSET_FOUND_NULL
-                    elif record_filter is not None and not record_filter(record):
-                        pass
-                    else:
-                        buffers.append(record)
-                        queue_offsets.append(queue_offset)
-                        result.total_bytes += size
-                        last_physical = physical
-                next_offset = queue_offset + 1
-                if len(buffers) >= max_count:
-                    break
-            if full or next_offset == before:
-                break
-        result.next_begin_offset = next_offset
-        if buffers:
-            status = GetStatus.FOUND
-            behind = commit_log.max_offset - last_physical
-            result.suggest_slave = (
-                behind > _memory_bytes() * self.config.access_message_in_memory_max_ratio // 100
-            )
-        result.status = status
-        return result
+        """Reads up to `max_count` stored records of a queue (`MessageReader.get_message`)."""
+        return self.reader.get_message(
+            topic,
+            queue_id,
+            offset,
+            max_count,
+            max_bytes=max_bytes,
+            tag_codes=tag_codes,
+            record_filter=record_filter,
+        )
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        queue = self.consume_queues.find(topic, queue_id)
-        return queue.max_offset if queue else 0
+        return self.reader.get_max_offset_in_queue(topic, queue_id)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        queue = self.consume_queues.find(topic, queue_id)
-        return queue.min_offset if queue else 0
+        return self.reader.get_min_offset_in_queue(topic, queue_id)
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
         """The CommitLog offset of a queue entry, or -1 when it does not exist."""
-        queue = self.consume_queues.find(topic, queue_id)
-        entry = queue.entry(offset) if queue else None
-        return entry[0] if entry else -1
+        return self.reader.get_commit_log_offset_in_queue(topic, queue_id, offset)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of a queue entry's message, or -1."""
-        queue = self.consume_queues.find(topic, queue_id)
-        entry = queue.entry(offset) if queue else None
-        if entry is None:
-            return -1
-        return self._store_timestamp_at(entry[0], entry[1])
+        return self.reader.get_message_store_timestamp(topic, queue_id, offset)
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        return self.get_message_store_timestamp(
-            topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
-        )
+        return self.reader.get_earliest_message_time(topic, queue_id)
 
     def store_timestamp_at(self, physical: int) -> int:
         """The store time of the record at CommitLog offset `physical`, or -1."""
-        return self._store_timestamp_at(physical, 80)
-
-    def _store_timestamp_at(self, physical: int, size: int) -> int:
-        record = self.commit_log.read(physical, min(size, 80))
-        if record is None or len(record) < 76:
-            return -1
-        born_v6 = record[39] & 0x10
-        pos = 56 + (12 if born_v6 else 0)
-        return int.from_bytes(record[pos : pos + 8], "big", signed=True)
+        return self.reader.store_timestamp_at(physical)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first queue offset whose message was stored at or after `timestamp_ms`.
-
-        Before every message: the min offset; after every message: the max offset.
-        """
-        queue = self.consume_queues.find(topic, queue_id)
-        if queue is None:
-            return 0
-        low, high = queue.min_offset, queue.max_offset
-        while low < high:
-            mid = (low + high) // 2
-            entry = queue.entry(mid)
-            stamp = self._store_timestamp_at(entry[0], entry[1]) if entry else -1
-            if 0 <= stamp < timestamp_ms:
-                low = mid + 1
-            else:
-                high = mid
-        return low
+        """The first queue offset whose message was stored at or after `timestamp_ms`."""
+        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
 
     def look_message_by_offset(self, physical_offset: int) -> StoredMessage | None:
         """The message stored at a CommitLog offset, or None when no record is there."""
-        record = self.commit_log.read_record(physical_offset)
-        if record is None:
-            return None
-        try:
-            return decode_record(record, check_crc=False)
-        except MessageDecodeError:
-            return None
+        return self.reader.look_message_by_offset(physical_offset)
 
     def select_one_message_by_offset(self, physical_offset: int) -> bytes | None:
         """The stored bytes of the record at a CommitLog offset."""
-        return self.commit_log.read_record(physical_offset)
+        return self.reader.select_one_message_by_offset(physical_offset)
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 1 << 62
     ) -> list[StoredMessage]:
         """Messages of `topic` with `key` among their KEYS or as their unique id, newest first."""
-        found = []
-        for physical in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
-            message = self.look_message_by_offset(physical)
-            # The index keeps whole seconds, so its candidates may lie just outside the range.
-            if (
-                message is None
-                or message.topic != topic
-                or not begin_ms <= message.store_timestamp <= end_ms
-            ):
-                continue
-            keys = message.properties.get(PROPERTY_KEYS, "").split(KEY_SEPARATOR)
-            if key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
-                found.append(message)
-                if len(found) >= max_num:
-                    break
-        return found
+        return self.reader.query_message(topic, key, max_num, begin_ms, end_ms)
 
     def topics(self) -> set[str]:
-        return {topic for topic, _ in self.consume_queues.queues}
+        return self.reader.topics()
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self.consume_queues.queues if t == topic)
-
-
-@functools.cache
-def _memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
+        return self.reader.queue_ids(topic)

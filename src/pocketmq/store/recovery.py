@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from pocketmq.common.stored_layout import LONG, peek_sys_flag, store_timestamp_pos
 from pocketmq.common.stored_message import MessageDecodeError, peek_size_and_magic
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.dispatch import RecordEnd, parse_dispatch
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 
 NORMAL_RECOVERY_FILES: Final = 3
 _ZERO_CHUNK: Final = bytes(64 * 1024)
-_STORE_TIMESTAMP_POS_V4: Final = 56
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +117,11 @@ def _safe_point_index(files: list[MappedFile], safe_timestamp: int) -> int:
 
 def _first_store_timestamp(mapped: MappedFile) -> int | None:
     buf = mapped.buffer
-    sys_flag = int.from_bytes(buf[36:40], "big", signed=True)
-    pos = _STORE_TIMESTAMP_POS_V4 + (12 if sys_flag & 0x10 else 0)
-    if pos + 8 > mapped.file_size:
+    pos = store_timestamp_pos(peek_sys_flag(buf, 0))
+    if pos + LONG.size > mapped.file_size:
         return None
-    return int.from_bytes(buf[pos : pos + 8], "big", signed=True)
+    stamp: int = LONG.unpack_from(buf, pos)[0]
+    return stamp
 
 
 def _clear_torn_tail(mapped: MappedFile, position: int) -> int:

@@ -28,13 +28,13 @@ from hypothesis.stateful import (
 
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.index import (
+from pocketmq.store.index import IndexService
+from pocketmq.store.index_file import (
     ENTRY_SIZE,
     HEADER_SIZE,
     SLOT_SIZE,
     IndexFile,
     IndexFileError,
-    IndexService,
     key_hash,
 )
 

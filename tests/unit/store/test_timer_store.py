@@ -23,10 +23,10 @@ from pocketmq.common.constants import (
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.stored_message import StoredMessage, decode_record
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.api import MessageToStore
+from pocketmq.store.api import Delivery, MessageToStore, classify_put
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.timer import TIMER_TOPIC, TimerMessageStore, delete_key, wheel_slot_count
-from pocketmq.store.timer import timer_store as timer_store_module
+from pocketmq.store.timer import delivery as delivery_module
 from pocketmq.store.timer.log import ENTRY_SIZE
 from pocketmq.store.timer.timer_store import SLOT_COUNT_MAX
 from tests.unit.store.conftest import small_config
@@ -77,9 +77,18 @@ class Broker:
         self.store = MessageStore(small_config(self.root, **self.settings), clock=self.clock)
         self.store.load()
         self.timer = TimerMessageStore(
-            self.store, self.store.config, self.clock, slot_count=self.slot_count
+            self.store,
+            self.store.config,
+            self.clock,
+            deliver=self.deliver,
+            slot_count=self.slot_count,
         )
         self.timer.load()
+
+    async def deliver(self, message: MessageToStore) -> tuple[Delivery, str]:
+        """Due messages straight into the store: these tests are about the timer store alone
+        (the broker stores them through its put path)."""
+        return classify_put(await self.store.put_messages([message]))
 
     def send(self, *messages: MessageToStore) -> None:
         for message in messages:
@@ -286,7 +295,7 @@ def test_a_timer_whose_log_entry_was_torn_is_enqueued_again_from_the_queue(
 def test_a_slot_cut_short_by_a_crash_goes_on_where_it_stopped(
     broker: Broker, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(timer_store_module, "DELIVER_BATCH", 2)
+    monkeypatch.setattr(delivery_module, "DELIVER_BATCH", 2)
     out_ms = clock.now_ms() + 1000
     broker.send(*(timer_message(out_ms, f"m{i}") for i in range(5)))
     broker.step()

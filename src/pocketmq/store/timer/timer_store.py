@@ -8,10 +8,9 @@ store follows that queue and does three things, all in one asyncio task of the b
    timer log entry per message (`log.py`) and links it into the wheel slot of its time
    (`wheel.py`). A message whose slot is already delivered is delivered at once; one beyond the
    wheel's reach is linked into the farthest slot with a roll flag and goes round again there.
-2. deliver: once the clock passes a slot's end, walks the slot's chain (`recovery.collect_chain`)
-   in log order, skips delete markers, the messages they name (recall) and duplicates, reads
-   each message from the CommitLog and stores it into its real topic and queue. The checkpoint
-   (`checkpoint.py`) records the slot and how many of its entries are done after each one.
+2. deliver: once the clock passes a slot's end, stores the slot's messages into their real
+   topics and queues (`delivery.py`). The checkpoint (`checkpoint.py`) records the slot and how
+   many of its entries are done after each one.
 3. recover: after an unclean stop (or when the wheel's geometry changed) the log is cut at its
    last valid entry and the wheel is rebuilt from it (`recovery.rebuild_wheel`), so no slot
    points at a missing entry; enqueuing resumes after the last queue offset in the log.
@@ -26,9 +25,7 @@ chain, flushes, scanning a log file before deleting it, recovery) runs on thread
 event loop goes in bounded steps (`ENQUEUE_BATCH` messages, `DELIVER_BATCH` deliveries,
 `EMPTY_SLOTS_PER_STEP` empty slots) with a yield in between.
 
-Delivery is at least once: a crash between storing a due message and saving the checkpoint
-delivers that one message again after the restart. A recall that arrives after its slot began
-delivering is too late and is dropped, as in RocketMQ.
+Delivery is at least once (see `delivery.py`).
 """
 
 from __future__ import annotations
@@ -40,15 +37,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from pocketmq.common.constants import PROPERTY_TIMER_DEL_UNIQKEY
-from pocketmq.common.stored_message import MessageDecodeError, StoredMessage, decode_record
+from pocketmq.common.stored_message import MessageDecodeError, decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutStatus
+from pocketmq.store.api import Deliver
 from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 from pocketmq.store.timer.checkpoint import TimerCheckpoint, TimerProgress
+from pocketmq.store.timer.delivery import RETRY_DELAY_S, TimerDelivery
 from pocketmq.store.timer.log import (
     FLAG_DELETE,
     FLAG_IMMEDIATE,
@@ -63,25 +60,17 @@ from pocketmq.store.timer.messages import (
     entry_key,
     is_delete_marker,
     key_hash,
-    restore_due,
-    restore_rolled,
     timer_out_ms,
 )
-from pocketmq.store.timer.recovery import SlotChain, collect_chain, rebuild_wheel
+from pocketmq.store.timer.recovery import rebuild_wheel
 from pocketmq.store.timer.wheel import TimerWheel, WheelGeometryError
 
 log = logging.getLogger(__name__)
 
 ENQUEUE_BATCH: Final = 512
 """Timer queue entries one enqueue step reads (about 15 ms of event loop time)."""
-DELIVER_BATCH: Final = 256
-"""Due messages one delivery step stores before the loop serves others."""
-EMPTY_SLOTS_PER_STEP: Final = 4096
-"""Empty slots one step skips (after a long stop the wheel may be days behind)."""
 POLL_INTERVAL_S: Final = 0.1
 """Longest sleep: new timer queue entries also wake the task at once."""
-RETRY_DELAY_S: Final = 1.0
-"""Wait after a put that failed for a reason that may pass (disk, flush, slave)."""
 HOUSEKEEPING_INTERVAL_S: Final = 10.0
 """How often fully delivered timer log files are looked for and deleted."""
 BLANK_SLOTS: Final = 60
@@ -89,9 +78,6 @@ BLANK_SLOTS: Final = 60
 SLOT_COUNT_MAX: Final = 2 * 7 * 24 * 3600
 """RocketMQ's wheel size (two weeks of 1 s slots, a 38.7 MB file); longer delays, or finer
 precision, make messages roll round the wheel instead of growing the file."""
-INLINE_CHAIN_MAX: Final = 512
-"""Slots with at most this many entries are walked on the loop; bigger ones on a thread."""
-_NEVER_STORABLE: Final = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
 def wheel_slot_count(precision_ms: int, max_delay_sec: int) -> int:
@@ -133,11 +119,13 @@ class TimerMessageStore:
         config: MessageStoreConfig,
         clock: Clock,
         *,
+        deliver: Deliver,
         slot_count: int | None = None,
     ) -> None:
         """Args:
-        store: The broker's loaded message store: the timer queue is read and due messages
-            are stored here.
+        store: The broker's loaded message store: the timer queue and records are read here.
+        deliver: Stores a due message the way every message is stored (the broker's put
+            path); the store package cannot see the broker, so it is handed in.
         config: `timerPrecisionMs`, `timerMaxDelaySec`, `timerFlushIntervalMs`,
             `mappedFileSizeTimerLog` and `storePathRootDir` (files go under `timer/`).
         clock: Wall time to compare with delivery times.
@@ -157,14 +145,18 @@ class TimerMessageStore:
         self._wheel: TimerWheel | None = None
         self._checkpoint: TimerCheckpoint | None = None
         self.enqueue_offset = 0
-        self.read_time_ms = 0
-        self.slot_done = 0
         self.pending = 0
-        self._chain: SlotChain | None = None
-        self._chain_queue_offset = -1
-        self._retry_at_ms = 0
+        self.delivery = TimerDelivery(
+            store,
+            deliver,
+            self.log,
+            clock,
+            self.precision_ms,
+            wheel=lambda: self.wheel,
+            save_progress=self._save,
+            on_done=self._done_with,
+        )
         self._enqueue_more = False
-        self._deliver_more = False
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -182,6 +174,16 @@ class TimerMessageStore:
     def checkpoint(self) -> TimerCheckpoint:
         assert self._checkpoint is not None, "load() first"
         return self._checkpoint
+
+    @property
+    def read_time_ms(self) -> int:
+        """The first slot not delivered yet."""
+        return self.delivery.read_time_ms
+
+    @property
+    def slot_done(self) -> int:
+        """Entries of the slot at `read_time_ms` already delivered or skipped."""
+        return self.delivery.slot_done
 
     # -- life cycle ------------------------------------------------------------------------
     def load(self) -> TimerLoadResult:
@@ -243,8 +245,8 @@ class TimerMessageStore:
             )
         self._wheel = wheel
         self.enqueue_offset = self._bounded_enqueue_offset(enqueue_offset)
-        self.read_time_ms = read_time
-        self.slot_done = saved.slot_done if read_time == saved.read_time_ms else 0
+        self.delivery.read_time_ms = read_time
+        self.delivery.slot_done = saved.slot_done if read_time == saved.read_time_ms else 0
         self.pending = pending
         self._save(clean=False)
         checkpoint.flush()
@@ -355,14 +357,14 @@ class TimerMessageStore:
                 log.exception("the timer store failed a step; retrying")
                 await self._sleep(RETRY_DELAY_S)
                 continue
-            if self._enqueue_more or self._deliver_more:
+            if self._enqueue_more or self.delivery.more:
                 await asyncio.sleep(0)  # let requests in between batches
                 continue
             await self._sleep(self._idle_wait_s())
 
     def _idle_wait_s(self) -> float:
         now_ms = self._clock.now_ms()
-        due_ms = max(self.read_time_ms + self.precision_ms, self._retry_at_ms)
+        due_ms = max(self.read_time_ms + self.precision_ms, self.delivery.retry_at_ms)
         return min(POLL_INTERVAL_S, max((due_ms - now_ms) / 1000, 0.0))
 
     async def _sleep(self, seconds: float) -> None:
@@ -464,12 +466,12 @@ class TimerMessageStore:
         )
         slot_time = entry.time_ms
         if slot_time < self.read_time_ms or (
-            slot_time == self.read_time_ms and self._chain is not None
+            slot_time == self.read_time_ms and self.delivery.chain is not None
         ):
             # Its slot is delivered (or being delivered): it is due, so it goes out now. A
             # late delete marker has nothing left to delete.
             where = f"timer queue offset {queue_offset}"
-            if not delete and not await self._store_due(stored, where, now_ms):
+            if not delete and not await self.delivery.store_due(stored, where, now_ms):
                 return False
             self.log.append(replace(entry, flags=entry.flags | FLAG_IMMEDIATE))
             return True
@@ -483,9 +485,8 @@ class TimerMessageStore:
             self.pending += 1
         return True
 
-    # -- delivery --------------------------------------------------------------------------
     async def deliver_due(self) -> int:
-        """One step: delivers due slots, up to `DELIVER_BATCH` messages.
+        """One delivery step (`TimerDelivery.deliver_due`).
 
         Returns:
             Messages stored into their real topics (or rolled into the timer topic again).
@@ -493,149 +494,11 @@ class TimerMessageStore:
         Raises:
             StoreNotRunningError: the store was shut down.
         """
-        self._deliver_more = False
-        now_ms = self._clock.now_ms()
-        if now_ms < self._retry_at_ms:
-            return 0
-        delivered = 0
-        budget = DELIVER_BATCH
-        empty_skipped = 0
-        while self.read_time_ms + self.precision_ms <= now_ms:
-            chain = self._chain
-            if chain is None:
-                slot = self.wheel.get(self.read_time_ms)
-                if slot.empty:
-                    self._next_slot()
-                    empty_skipped += 1
-                    if empty_skipped >= EMPTY_SLOTS_PER_STEP:
-                        self._deliver_more = True
-                        break
-                    continue
-                if abs(slot.count) <= INLINE_CHAIN_MAX:
-                    chain = collect_chain(self.log, slot)
-                else:
-                    chain = await asyncio.to_thread(collect_chain, self.log, slot)
-                self._chain = chain
-                self._chain_queue_offset = self._queue_offset_before(chain, self.slot_done)
-            positions = chain.positions
-            while self.slot_done < len(positions):
-                if budget == 0:
-                    self._deliver_more = True
-                    self._save()
-                    return delivered
-                outcome = await self._deliver_entry(positions[self.slot_done], chain, now_ms)
-                if outcome is None:
-                    self._retry_at_ms = now_ms + int(RETRY_DELAY_S * 1000)
-                    self._save()
-                    return delivered
-                delivered += outcome
-                budget -= 1
-                self.slot_done += 1
-                self._save()
-            self._next_slot()
-        self._save()
-        return delivered
-
-    def _next_slot(self) -> None:
-        self.read_time_ms += self.precision_ms
-        self.slot_done = 0
-        self._chain = None
-        self._chain_queue_offset = -1
-
-    def _queue_offset_before(self, chain: SlotChain, done: int) -> int:
-        """The highest queue offset among the first `done` entries (resuming a slot)."""
-        highest = -1
-        for position in chain.positions[:done]:
-            entry = self.log.read(position)
-            if entry is not None:
-                highest = max(highest, entry.queue_offset)
-        return highest
-
-    async def _deliver_entry(self, position: int, chain: SlotChain, now_ms: int) -> int | None:
-        """Handles one chain entry: 1 when a message was stored, 0 when skipped, None when the
-        store refused for now (the same entry is tried again later)."""
-        entry = self.log.read(position)
-        if entry is None:
-            log.warning("timer log entry at %d is unreadable; skipped", position)
-            return 0
-        if entry.queue_offset <= self._chain_queue_offset:
-            log.warning(
-                "timer log entry at %d repeats queue offset %d; skipped",
-                position,
-                entry.queue_offset,
-            )
-            return 0
-        self._chain_queue_offset = entry.queue_offset
-        if entry.is_delete and not entry.is_roll:
-            return 0  # a marker: it acts through `chain.deletes`
-        stored = self._store.look_message_by_offset(entry.commit_offset)
-        if stored is None or stored.topic != TIMER_TOPIC:
-            log.warning(
-                "timer message at commit log offset %d is gone (retention?); skipped",
-                entry.commit_offset,
-            )
-            self._done_with(entry)
-            return 0
-        where = f"timer log position {position}"
-        if entry.is_roll:
-            stored_ok = await self._store_message(restore_rolled(stored, now_ms), where)
-        elif self._recalled(stored, entry, chain):
-            log.debug("timer message at %d was recalled; not delivered", entry.commit_offset)
-            self._done_with(entry)
-            return 0
-        else:
-            stored_ok = await self._store_due(stored, where, now_ms)
-        if not stored_ok:
-            return None
-        self._done_with(entry)
-        return 1
+        return await self.delivery.deliver_due()
 
     def _done_with(self, entry: TimerEntry) -> None:
         if not entry.is_delete:
             self.pending = max(self.pending - 1, 0)
-
-    def _recalled(self, stored: StoredMessage, entry: TimerEntry, chain: SlotChain) -> bool:
-        markers = chain.deletes.get(entry.key_hash)
-        if not markers:
-            return False
-        key = entry_key(stored)
-        for commit_offset in markers:
-            marker = self._store.look_message_by_offset(commit_offset)
-            if marker is not None and marker.properties.get(PROPERTY_TIMER_DEL_UNIQKEY) == key:
-                return True
-        return False
-
-    async def _store_due(self, stored: StoredMessage, where: str, now_ms: int) -> bool:
-        try:
-            message = restore_due(stored, now_ms)
-        except UndeliverableTimerError as exc:
-            log.warning("timer message (%s) skipped: %s", where, exc)
-            return True
-        return await self._store_message(message, where)
-
-    async def _store_message(self, message: MessageToStore, where: str) -> bool:
-        """Stores a due message; False when it should be tried again later."""
-        result = await self._store.put_messages([message])
-        if result.status in STORED_STATUSES:
-            return True
-        if result.status in _NEVER_STORABLE:
-            log.warning(
-                "due timer message for %s (%s) cannot be stored (%s %s); skipped",
-                message.topic,
-                where,
-                result.status.value,
-                result.remark,
-            )
-            return True
-        log.warning(
-            "storing the due timer message for %s (%s) failed (%s %s); trying again in %.0f s",
-            message.topic,
-            where,
-            result.status.value,
-            result.remark,
-            RETRY_DELAY_S,
-        )
-        return False
 
     # -- statistics ------------------------------------------------------------------------
     def runtime_stats(self) -> dict[str, str]:

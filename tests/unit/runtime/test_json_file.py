@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pocketmq.store.metadata import JsonFile, MetadataError
+from pocketmq.runtime.json_file import JsonFile, MetadataError
 from pocketmq.testing.simulated_disk import PowerLost, SimulatedDisk
 
 OLD: dict[str, Any] = {"offsetTable": {"TopicTest@group": {"0": 12, "1": 7}}, "version": 1}
@@ -77,7 +77,7 @@ def test_load_falls_back_to_bak_when_main_is_corrupt(
     file.save(OLD)
     file.save(NEW)
     file.path.write_bytes(b'{"offsetTable": {"Topic')
-    with caplog.at_level(logging.WARNING, logger="pocketmq.store.metadata"):
+    with caplog.at_level(logging.WARNING, logger="pocketmq.runtime.json_file"):
         assert JsonFile(file.path).load() == OLD
     [record] = caplog.records
     assert record.levelno == logging.WARNING
@@ -99,7 +99,7 @@ def test_load_falls_back_to_bak_when_main_is_missing(
 ) -> None:
     file = JsonFile(tmp_path / "topics.json")
     file.backup_path.write_bytes(json.dumps(OLD).encode())
-    with caplog.at_level(logging.WARNING, logger="pocketmq.store.metadata"):
+    with caplog.at_level(logging.WARNING, logger="pocketmq.runtime.json_file"):
         assert file.load() == OLD
     assert "missing" in caplog.text
     assert str(file.backup_path) in caplog.text
