@@ -277,6 +277,7 @@ async def pending(servers: Servers, timers: int) -> None:
 
 # -- 4: the timer store alone ---------------------------------------------------------------------
 def store_only(count: int, work: Path) -> None:
+    from pocketmq.broker.put_path import PutPath, PutSettings
     from pocketmq.common.properties import encode_properties
     from pocketmq.runtime.clock import SystemClock
     from pocketmq.store.api import MessageToStore
@@ -287,6 +288,7 @@ def store_only(count: int, work: Path) -> None:
     config = MessageStoreConfig(store_path_root_dir=str(work / "store-only"))
     store = MessageStore(config, clock=SystemClock())
     store.load()
+    put_path = PutPath(store, SystemClock(), PutSettings())
     rng = random.Random(3)
     now_ms = int(time.time() * 1000)
     for index in range(count):
@@ -300,7 +302,7 @@ def store_only(count: int, work: Path) -> None:
         store.put_messages_now(
             [MessageToStore(TIMER_TOPIC, b"p" * 64, encode_properties(properties))]
         )
-    timer = TimerMessageStore(store, config, SystemClock())
+    timer = TimerMessageStore(store, config, SystemClock(), deliver=put_path.deliver)
     timer.load()
 
     async def enqueue_all() -> float:
@@ -315,7 +317,7 @@ def store_only(count: int, work: Path) -> None:
         f"({count / took:,.0f} timers/s, one event loop, no network)"
     )
     timer.close()  # no clean stop: the next load rebuilds the wheel from the log
-    again = TimerMessageStore(store, config, SystemClock())
+    again = TimerMessageStore(store, config, SystemClock(), deliver=put_path.deliver)
     started = time.perf_counter()
     loaded = again.load()
     print(

@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pocketmq.broker.put_path import Delivery, PutPath
+from pocketmq.broker.put_path import PutPath
 from pocketmq.broker.schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
@@ -39,7 +39,7 @@ from pocketmq.common.constants import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.api import MessageToStore
+from pocketmq.store.api import Delivery, MessageToStore
 from pocketmq.store.message_store import MessageStore, StoreNotRunningError
 
 log = logging.getLogger(__name__)

@@ -21,10 +21,9 @@ seam a replicated CommitLog plugs into: swap it, and every door follows.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from pocketmq.broker.retry_policy import as_dead_letter
 from pocketmq.broker.schedule import redirect_delayed
@@ -32,12 +31,16 @@ from pocketmq.broker.timer_messages import TimerRefusal, TimerSettings, redirect
 from pocketmq.broker.transaction.half_messages import to_half
 from pocketmq.common.codes import ResponseCode
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutResult, PutStatus
+from pocketmq.store.api import (
+    NEVER_STORABLE,
+    STORED_STATUSES,
+    Delivery,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    classify_put,
+)
 from pocketmq.store.message_store import StoreNotRunningError
-
-NEVER_STORABLE: Final = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
-"""Statuses that storing the same message again cannot change; every other failure may pass
-(a full or failed disk, a slow flush, a missing slave, a store being stopped)."""
 
 
 class StoreWriter(Protocol):
@@ -90,16 +93,6 @@ class Put:
     def never_storable(self) -> bool:
         """Not stored, and trying the same messages again would not help."""
         return self.result.status in NEVER_STORABLE
-
-
-class Delivery(enum.Enum):
-    """What came of storing a message the broker moves itself (a due delayed or timer message)."""
-
-    STORED = "stored"
-    SKIPPED = "skipped"
-    """Never storable (refused by a step, or illegal for the store): move past it."""
-    RETRY = "retry"
-    """Not stored for a reason that may pass: try the same message again later."""
 
 
 class PutPath:
@@ -166,10 +159,7 @@ class PutPath:
             put = await self.put([message])
         except PutRefusal as exc:
             return Delivery.SKIPPED, exc.remark
-        if put.stored:
-            return Delivery.STORED, ""
-        why = f"{put.result.status.value} {put.result.remark}".rstrip()
-        return (Delivery.SKIPPED if put.never_storable else Delivery.RETRY), why
+        return classify_put(put.result)
 
     def failure_answer(self, result: PutResult) -> tuple[ResponseCode, str]:
         """The response code and remark for a put that stored nothing, as a send answers it

@@ -101,7 +101,7 @@ async def load_delayed_services(
     timer_store = None
     # Timer messages wait on a master only; a slave gets their deliveries by replication.
     if store_config.timer_wheel_enable and config.broker_role is not BrokerRole.SLAVE:
-        timer_store = TimerMessageStore(store, store_config, clock)
+        timer_store = TimerMessageStore(store, store_config, clock, deliver=put_path.deliver)
         await asyncio.to_thread(timer_store.load)
     delay_delivery = DelayDelivery(store, put_path, delay_levels, clock)
     delay_delivery.load(store.metadata_documents.get("delayOffset.json"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pocketmq
-from pocketmq.broker.put_path import Delivery, PutPath, PutRefusal, PutSettings
+from pocketmq.broker.put_path import PutPath, PutRefusal, PutSettings
 from pocketmq.broker.schedule import SCHEDULE_TOPIC
 from pocketmq.broker.timer_messages import TimerSettings
 from pocketmq.broker.transaction.half_messages import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
@@ -20,7 +20,7 @@ from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.api import MessageToStore, PutResult, PutStatus
+from pocketmq.store.api import Delivery, MessageToStore, PutResult, PutStatus
 from pocketmq.store.message_store import StoreNotRunningError
 from pocketmq.store.timer import TIMER_TOPIC
 
