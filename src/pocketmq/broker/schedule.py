@@ -34,12 +34,13 @@ from pocketmq.common.constants import (
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.common.topic_names import (
+    SCHEDULE_TOPIC,
     TRANSACTION_CHECK_MAX_TIME_TOPIC,
     TRANSACTION_HALF_TOPIC,
     TRANSACTION_OP_HALF_TOPIC,
 )
 from pocketmq.store.api import MessageToStore
-from pocketmq.store.dispatch import SCHEDULE_TOPIC, deliver_timestamp_ms
+from pocketmq.store.dispatch import deliver_timestamp_ms
 
 __all__ = [
     "DELAY_LEVELS_DEFAULT",

@@ -45,6 +45,7 @@ from pocketmq.common.stored_message import (
     parse_layout,
     peek_size_and_magic,
 )
+from pocketmq.common.topic_names import SCHEDULE_TOPIC
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.index import IndexService
 
@@ -58,7 +59,6 @@ _UNSIGNED_SHORT: Final = layout.UNSIGNED_SHORT
 _FIXED_V4: Final = layout.FIXED_V4
 # Bytes after the body of the smallest V1 record: a topic length and a properties length.
 _V1_TAIL_MIN: Final = TOPIC_LENGTH_SIZE_V1 + PROPERTIES_LENGTH_SIZE
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 """Where delayed messages wait, one queue per delay level (`RMQ_SYS_SCHEDULE_TOPIC`)."""
 UNKNOWN_LEVEL_DELAY_MS: Final = 1000
 """Delay RocketMQ assumes for a level missing from its table (`computeDeliverTimestamp`)."""

@@ -1,7 +1,8 @@
 """Timer messages: a timer wheel and timer log on disk, delivering messages at any time up to
 `timerMaxDelaySec` ahead (RocketMQ 5's `TimerMessageStore`). See `timer_store.py`."""
 
-from pocketmq.store.timer.messages import TIMER_QUEUE_ID, TIMER_TOPIC, delete_key
+from pocketmq.common.topic_names import TIMER_TOPIC
+from pocketmq.store.timer.messages import TIMER_QUEUE_ID, delete_key
 from pocketmq.store.timer.timer_store import (
     TimerLoadResult,
     TimerMessageStore,

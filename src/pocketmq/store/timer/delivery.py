@@ -24,12 +24,12 @@ from typing import Final
 
 from pocketmq.common.constants import PROPERTY_TIMER_DEL_UNIQKEY
 from pocketmq.common.stored_message import StoredMessage
+from pocketmq.common.topic_names import TIMER_TOPIC
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import Deliver, Delivery, MessageToStore
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.timer.log import TimerEntry, TimerLog
 from pocketmq.store.timer.messages import (
-    TIMER_TOPIC,
     UndeliverableTimerError,
     entry_key,
     restore_due,

@@ -29,9 +29,9 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.properties import encode_properties
 from pocketmq.common.stored_message import StoredMessage
+from pocketmq.common.topic_names import TIMER_TOPIC
 from pocketmq.store.api import MessageToStore
 
-TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 """Where timer messages wait (`TimerMessageStore.TIMER_TOPIC`); one queue, 0."""
 TIMER_QUEUE_ID: Final = 0
 

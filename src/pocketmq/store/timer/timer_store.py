@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from pocketmq.common.stored_message import MessageDecodeError, decode_record
+from pocketmq.common.topic_names import TIMER_TOPIC
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.api import Deliver
@@ -55,7 +56,6 @@ from pocketmq.store.timer.log import (
 )
 from pocketmq.store.timer.messages import (
     TIMER_QUEUE_ID,
-    TIMER_TOPIC,
     UndeliverableTimerError,
     entry_key,
     is_delete_marker,
