@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from pocketmq.broker.headers import (
-    HeaderError,
+    answers_header_errors,
     error_response,
     optional_int,
     required_int,
@@ -102,19 +102,17 @@ class SendBackHandler:
         """The request code this handler answers, for the server's dispatch table."""
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.handle}
 
+    @answers_header_errors()
     async def handle(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
         """Stores a copy of the message at the request's `offset` in the group's retry or
         dead-letter topic; see the module docstring for the answers."""
         fields = request.ext_fields
-        try:
-            offset = required_long(fields, "offset")
-            group = required_text(fields, "group")
-            delay_level = required_int(fields, "delayLevel")
-            header_max = optional_int(fields, "maxReconsumeTimes")
-        except HeaderError as exc:
-            return error_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        offset = required_long(fields, "offset")
+        group = required_text(fields, "group")
+        delay_level = required_int(fields, "delayLevel")
+        header_max = optional_int(fields, "maxReconsumeTimes")
         settings = await self._find_group(group)
         if settings is None:
             return error_response(
