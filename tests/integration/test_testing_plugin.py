@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +128,17 @@ def test_the_process_cluster_log_is_shown_with_a_failure(pytester: pytest.Pytest
         ]
     )
     assert result.stdout.str().count("--- log of pocketmq up") == 1
+
+
+def readme_test_example() -> str:
+    """The README's example test for `pocketmq.testing`'s helpers, as a user would copy it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    [example] = [block for block in blocks if "def test_an_order_is_consumed" in block]
+    return example
+
+
+def test_the_readme_example_test_passes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_readme=readme_test_example())
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
