@@ -243,7 +243,7 @@ class CountingCluster:
         self.clock = ManualClock()
         self.cluster = Cluster(namesrv, clock=self.clock)
         self.requests: Counter[tuple[str, int]] = Counter()
-        client = self.cluster._admin_client()._client
+        client = self.cluster._admin_client().instance.remoting
         invoke = client.invoke
 
         async def counted(
