@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,14 +25,23 @@ MAX_POLL_S = 1.0
 """A caller's poll interval is capped here so a wait notices its condition promptly."""
 
 
-def _polls(timeout_s: float, poll_s: float) -> tuple[float, int]:
-    """The poll interval to sleep and how many checks fit into `timeout_s` (at least one)."""
+def _pauses(timeout_s: float, poll_s: float) -> Iterator[float]:
+    """The sleeps between the checks of one wait: at most `timeout_s` in all, and a bounded
+    count (the first check comes before any sleep). Checks its arguments at once."""
     if timeout_s < 0:
         raise ValueError(f"timeout_s must be >= 0, got {timeout_s}")
     if poll_s <= 0:
         raise ValueError(f"poll_s must be > 0, got {poll_s}")
     interval = min(poll_s, MAX_POLL_S)
-    return interval, math.ceil(timeout_s / interval) + 1
+    return _sleeps(time.monotonic() + timeout_s, interval, math.ceil(timeout_s / interval))
+
+
+def _sleeps(deadline: float, interval: float, count: int) -> Iterator[float]:
+    for _ in range(count):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        yield min(interval, remaining)
 
 
 def _failure(what: str, timeout_s: float, describe: Callable[[], object] | None) -> AssertionError:
@@ -64,19 +73,17 @@ def wait_until(
     Raises:
         AssertionError: `condition` was not true within `timeout_s`.
     """
-    interval, checks = _polls(timeout_s, poll_s)
-    deadline = time.monotonic() + timeout_s
-    for check in range(checks):
+    pauses = _pauses(timeout_s, poll_s)
+    while True:
         value: T | None = None
         with contextlib.suppress(*retry_on):
             value = condition()
         if value:
             return value
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or check == checks - 1:
-            break
-        time.sleep(min(interval, remaining))
-    raise _failure(what, timeout_s, describe)
+        pause = next(pauses, None)
+        if pause is None:
+            raise _failure(what, timeout_s, describe)
+        time.sleep(pause)
 
 
 async def async_wait_until(
@@ -94,17 +101,15 @@ async def async_wait_until(
     Raises:
         AssertionError: `condition` was not true within `timeout_s`.
     """
-    interval, checks = _polls(timeout_s, poll_s)
-    deadline = time.monotonic() + timeout_s
-    for check in range(checks):
+    pauses = _pauses(timeout_s, poll_s)
+    while True:
         value: T | None = None
         with contextlib.suppress(*retry_on):
             outcome = condition()
             value = await outcome if inspect.isawaitable(outcome) else outcome
         if value:
             return value
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or check == checks - 1:
-            break
-        await asyncio.sleep(min(interval, remaining))
-    raise _failure(what, timeout_s, describe)
+        pause = next(pauses, None)
+        if pause is None:
+            raise _failure(what, timeout_s, describe)
+        await asyncio.sleep(pause)
