@@ -1,0 +1,216 @@
+"""Apache RocketMQ beside pocketmq: its jars, its servers, and Java drivers built on its client.
+
+Everything fetched or built lands in a cache under `~/.cache/pocketmq-reference/` (override
+with `POCKETMQ_REFERENCE_CACHE`), never in the repository, so a second run on the same machine
+starts at once. Maven fetches the jars the `tests/interop/java/pom-*.xml` files name; a fetch
+that fails fails the test with the command to run by hand, it is never skipped.
+
+`ApacheRocketMQ` starts its NameServer and one broker (small heap, loopback, free ports, a
+temporary store) as `pocketmq up` would start ours, and stops them by PID.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+JAVA_DIR = ROOT / "tests" / "interop" / "java"
+CACHE = Path(
+    os.environ.get("POCKETMQ_REFERENCE_CACHE", Path.home() / ".cache" / "pocketmq-reference")
+)
+FETCH_TIMEOUT_S = 900
+BOOT_TIMEOUT_S = 120
+SERVER_JVM = ["-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+CLIENT_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+
+class ReferenceUnavailable(RuntimeError):
+    """The reference could not be fetched, built or started; the message says how to retry."""
+
+
+def _digest(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fetch_jars(pom: Path) -> Path:
+    """The folder of every jar `pom` needs, fetched once with Maven into the cache."""
+    target = CACHE / f"{pom.stem}-{_digest(pom)}"
+    lib = target / "lib"
+    if (target / ".complete").exists():
+        return lib
+    command = [
+        "mvn",
+        "-q",
+        "-B",
+        f"-Dmaven.repo.local={CACHE / 'm2'}",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={lib}",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        retry = " ".join(command)
+        raise ReferenceUnavailable(f"fetching {pom.name} failed ({exc}); retry: {retry}") from None
+    if done.returncode:
+        raise ReferenceUnavailable(
+            f"fetching {pom.name} failed; retry: {' '.join(command)}\n{done.stdout[-3000:]}"
+        )
+    (target / ".complete").touch()
+    return lib
+
+
+def java_drivers() -> str:
+    """The class path of the Java drivers (`tests/interop/java/src`), compiled once."""
+    lib = fetch_jars(JAVA_DIR / "pom-client.xml")
+    sources = sorted((JAVA_DIR / "src").glob("*.java"))
+    classes = CACHE / f"drivers-{_digest(JAVA_DIR / 'pom-client.xml', *sources)}"
+    classpath = f"{lib}/*{os.pathsep}{classes}"
+    if (classes / ".complete").exists():
+        return classpath
+    shutil.rmtree(classes, ignore_errors=True)
+    command = ["javac", "-cp", f"{lib}/*", "-d", str(classes), *map(str, sources)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode:
+        raise ReferenceUnavailable(f"compiling the Java drivers failed:\n{done.stderr[-3000:]}")
+    (classes / ".complete").touch()
+    return classpath
+
+
+def run_java_driver(
+    classpath: str, main: str, args: list[str], log_dir: Path, timeout_s: float = 180
+) -> dict[str, Any]:
+    """Runs one driver; returns the JSON transcript it prints as its last stdout line."""
+    command = [
+        "java",
+        *CLIENT_JVM,
+        f"-Drocketmq.client.logRoot={log_dir}",
+        "-cp",
+        classpath,
+        main,
+        *args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise AssertionError(
+            f"{main} {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
+    transcript: dict[str, Any] = json.loads(lines[-1])
+    return transcript
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_until_ready(
+    port: int, process: subprocess.Popen[bytes], log: Path, line: str | None
+) -> None:
+    """Until `port` accepts connections and, when given, `line` is in the log (a broker's port
+    opens before it has registered with the NameServer)."""
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ReferenceUnavailable(f"it exited with {process.returncode}: {_tail(log)}")
+        with socket.socket() as probe:
+            probe.settimeout(0.5)
+            if probe.connect_ex(("127.0.0.1", port)) == 0 and (
+                line is None or line in log.read_text(errors="replace")
+            ):
+                return
+        time.sleep(0.2)
+    raise ReferenceUnavailable(f"not ready on port {port} within {BOOT_TIMEOUT_S} s: {_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "|-" not in line)[-2000:]
+
+
+class ApacheRocketMQ:
+    """Apache RocketMQ's NameServer and one master broker on loopback, in `work`."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.lib = fetch_jars(JAVA_DIR / "pom-server.xml")
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def start(self) -> None:
+        home = self.work / "home"
+        store = self.work / "store"
+        home.mkdir(parents=True, exist_ok=True)
+        (self.work / "namesrv.properties").write_text(f"listenPort={self.namesrv_port}\n")
+        (self.work / "broker.properties").write_text(
+            "\n".join(
+                [
+                    "brokerClusterName=DefaultCluster",
+                    "brokerName=broker-a",
+                    "brokerId=0",
+                    f"namesrvAddr={self.namesrv_addr}",
+                    f"listenPort={self.broker_port}",
+                    "brokerIP1=127.0.0.1",
+                    f"storePathRootDir={store}",
+                    f"storePathCommitLog={store / 'commitlog'}",
+                    "mappedFileSizeCommitLog=67108864",
+                    "autoCreateTopicEnable=true",
+                    "autoCreateSubscriptionGroup=true",
+                ]
+            )
+            + "\n"
+        )
+        self._start("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", self.namesrv_port)
+        self._start(
+            "broker", "org.apache.rocketmq.broker.BrokerStartup", self.broker_port, "boot success"
+        )
+
+    def _start(self, name: str, main: str, port: int, ready_line: str | None = None) -> None:
+        log = self.work / f"{name}.log"
+        env = dict(os.environ, ROCKETMQ_HOME=str(self.work / "home"))
+        command = [
+            "java",
+            *SERVER_JVM,
+            f"-Duser.home={self.work / 'home'}",
+            "-cp",
+            f"{self.lib}/*",
+            main,
+            "-c",
+            str(self.work / f"{name}.properties"),
+        ]
+        with log.open("wb") as output:
+            process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        self.processes.append(process)
+        try:
+            _wait_until_ready(port, process, log, ready_line)
+        except ReferenceUnavailable as exc:
+            self.stop()
+            raise ReferenceUnavailable(f"Apache RocketMQ's {name} did not start: {exc}") from None
+
+    def stop(self) -> None:
+        """Kills both: the store is a throwaway, and RocketMQ's orderly shutdown takes 15 s."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.kill()
+            process.wait(30)
+        self.processes.clear()
