@@ -37,3 +37,27 @@ def test_sync_sends_then_a_tag_filtered_push_consumer(
     assert reference["sendStatuses"] == {"SEND_OK": SCENARIO_MESSAGES}
     assert len(reference["consumed"]) == SCENARIO_MESSAGES * 2 // 3
     assert ours == reference
+
+
+def test_sends_by_selector_a_batch_and_an_orderly_push_consumer(
+    apache_rocketmq: ApacheRocketMQ,
+    pocketmq_twin: ServerProcess,
+    java_classpath: str,
+    tmp_path: Path,
+) -> None:
+    args = ["OrderedTopic", "ordered-and-batch", str(SCENARIO_MESSAGES)]
+    reference = run_java_driver(
+        java_classpath,
+        "OrderedAndBatch",
+        [apache_rocketmq.namesrv_addr, *args],
+        tmp_path / "reference-logs",
+    )
+    ours = run_java_driver(
+        java_classpath, "OrderedAndBatch", [pocketmq_twin.address, *args], tmp_path / "logs"
+    )
+    # On the reference: each order on one queue, consumed there in the order sent, once.
+    per_queue = reference["orderlyConsumedPerQueue"]
+    assert sum(len(seqs) for seqs in per_queue.values()) == SCENARIO_MESSAGES
+    assert all(seqs == sorted(seqs) for seqs in per_queue.values())
+    assert reference["batchStatus"] == "SEND_OK"
+    assert ours == reference
