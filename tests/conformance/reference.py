@@ -11,6 +11,7 @@ temporary store) as `pocketmq up` would start ours, and stops them by PID.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -20,6 +21,10 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+from pocketmq.common.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.transport import RemotingClient
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "interop" / "java"
@@ -183,6 +188,30 @@ class ApacheRocketMQ:
         self._start("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", self.namesrv_port)
         self._start(
             "broker", "org.apache.rocketmq.broker.BrokerStartup", self.broker_port, "boot success"
+        )
+        try:
+            asyncio.run(self._wait_registered())
+        except ReferenceUnavailable:
+            self.stop()
+            raise
+
+    async def _wait_registered(self) -> None:
+        """Until the NameServer routes to the broker: "boot success" is printed before the
+        broker's first registration has reached it."""
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        client = RemotingClient()
+        try:
+            deadline = time.monotonic() + BOOT_TIMEOUT_S
+            while time.monotonic() < deadline:
+                answer = await client.invoke(self.namesrv_addr, request, 5)
+                if f"127.0.0.1:{self.broker_port}".encode() in answer.body:
+                    return
+                await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+        raise ReferenceUnavailable(
+            f"Apache RocketMQ's broker did not register within {BOOT_TIMEOUT_S} s: "
+            f"{_tail(self.work / 'broker.log')}"
         )
 
     def _start(self, name: str, main: str, port: int, ready_line: str | None = None) -> None:
