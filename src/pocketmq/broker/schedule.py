@@ -35,9 +35,8 @@ from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_message import StoredMessage
 from pocketmq.common.topic_names import (
     SCHEDULE_TOPIC,
-    TRANSACTION_CHECK_MAX_TIME_TOPIC,
     TRANSACTION_HALF_TOPIC,
-    TRANSACTION_OP_HALF_TOPIC,
+    TRANSACTION_RECORD_TOPICS,
 )
 from pocketmq.store.api import MessageToStore
 from pocketmq.store.dispatch import deliver_timestamp_ms
@@ -61,16 +60,7 @@ DELAY_LEVELS_DEFAULT: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 # RocketMQ takes s, m, h and d; ms is ours, for tests and short local delays.
 _UNITS_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL: Final = re.compile(r"(\d+)(ms|s|m|h|d)")
-_NOT_DELAYED_TOPICS: Final = frozenset(
-    # A half waits for its commit, and its commit is delayed; an op record is not a message;
-    # a discarded half is kept, not delivered.
-    {
-        SCHEDULE_TOPIC,
-        TRANSACTION_HALF_TOPIC,
-        TRANSACTION_OP_HALF_TOPIC,
-        TRANSACTION_CHECK_MAX_TIME_TOPIC,
-    }
-)
+_NOT_DELAYED_TOPICS: Final = {SCHEDULE_TOPIC} | TRANSACTION_RECORD_TOPICS
 
 
 class DelayLevelError(ValueError):

@@ -40,25 +40,13 @@ from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.recall_handle import RecallHandle
 from pocketmq.common.topic_names import (
     RETRY_GROUP_TOPIC_PREFIX,
-    TRANSACTION_CHECK_MAX_TIME_TOPIC,
-    TRANSACTION_HALF_TOPIC,
-    TRANSACTION_OP_HALF_TOPIC,
+    TRANSACTION_RECORD_TOPICS,
 )
 from pocketmq.store.api import MessageToStore
 from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.timer import TIMER_QUEUE_ID, TIMER_TOPIC
 
-_NOT_REDIRECTED_TOPICS: Final = frozenset(
-    # A timer topic record is redirected already; a half message gets its timer when its
-    # transaction commits and it is stored again under its real topic; a discarded half is
-    # kept, not delivered.
-    {
-        TIMER_TOPIC,
-        TRANSACTION_HALF_TOPIC,
-        TRANSACTION_OP_HALF_TOPIC,
-        TRANSACTION_CHECK_MAX_TIME_TOPIC,
-    }
-)
+_NOT_REDIRECTED_TOPICS: Final = {TIMER_TOPIC} | TRANSACTION_RECORD_TOPICS
 _TIMER_REQUESTS: Final = (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELAY_MS,

@@ -42,6 +42,12 @@ TRANSACTION_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANSACTION_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
 SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+TRANSACTION_RECORD_TOPICS: Final = frozenset(
+    {TRANSACTION_HALF_TOPIC, TRANSACTION_OP_HALF_TOPIC, TRANSACTION_CHECK_MAX_TIME_TOPIC}
+)
+"""Where a transaction's own records live: a half waits for its end (its delay or timer applies
+to the committed message), an op record is not a message, a discarded half is kept, not
+delivered; none of them is ever delayed."""
 TRANSACTION_CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
 """The group whose consumer offsets track the half and op queues."""
 
