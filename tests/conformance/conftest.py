@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pocketmq.testing import ServerProcess, start_up_process
+from tests.conformance.go_driver import go_driver as build_go_driver
 from tests.conformance.reference import ApacheRocketMQ, ReferenceUnavailable, java_drivers
 
 
@@ -35,5 +37,13 @@ def pocketmq_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 def java_classpath() -> str:
     try:
         return java_drivers()
+    except ReferenceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def go_driver() -> Path:
+    try:
+        return build_go_driver()
     except ReferenceUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
