@@ -4,11 +4,13 @@ A broker or NameServer answer that is not a success becomes the exception of its
 (`error_for_response`); every class says whether trying again (on another broker, later) can
 help (`retriable`), which is what the producer's retry loop and the consumer's pull loop look
 at. Transport failures (no connection, no answer in time) are `ConnectionFailedError` and
-`RequestTimeoutError`, both retriable.
+`RequestTimeoutError`, both retriable. Their message is one line that names the address and
+what to check; the low-level `OSError` stays chained as the cause, for those who want it.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import ClassVar, Final
 
 from pocketmq.common.codes import ResponseCode
@@ -58,9 +60,41 @@ class StoreError(RocketMQError):
 
 
 class ConnectionFailedError(RocketMQError):
-    """No connection to a broker or NameServer."""
+    """No connection to a broker or NameServer.
+
+    Attributes:
+        reason: Why, in a few words ("connection refused"), without the address.
+    """
 
     retriable = True
+
+    def __init__(self, message: str, code: int | None = None, *, reason: str = "") -> None:
+        super().__init__(message, code)
+        self.reason = reason or message
+
+
+def connection_problem(exc: BaseException) -> str:
+    """A few words on why a connection failed, from the first `OSError` in `exc`'s causes.
+
+    The words replace errno numbers and asyncio's "Connect call failed ('127.0.0.1', 1)", which
+    say the same thing less plainly.
+    """
+    cause: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; the bound guards against a cycle
+        if cause is None:
+            break
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return "host name not found"
+        if isinstance(cause, TimeoutError):
+            return "no answer in time"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        if isinstance(cause, OSError):
+            return (cause.strerror or str(cause)).lower()
+        cause = cause.__cause__
+    return str(exc)
 
 
 class RequestTimeoutError(RocketMQError):

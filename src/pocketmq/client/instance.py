@@ -29,6 +29,7 @@ from pocketmq.client.errors import (
     ProtocolError,
     RequestTimeoutError,
     TopicNotFoundError,
+    connection_problem,
     error_for_response,
 )
 from pocketmq.client.message import MessageQueue
@@ -38,7 +39,12 @@ from pocketmq.common.route import TopicRouteData
 from pocketmq.common.route_json import RouteBodyError, decode_topic_route
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
-from pocketmq.remoting.transport import Channel, RemotingClient, RemotingTimeoutError
+from pocketmq.remoting.transport import (
+    Channel,
+    RemotingClient,
+    RemotingConnectError,
+    RemotingTimeoutError,
+)
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 
@@ -230,10 +236,10 @@ class ClientInstance:
             return await self.remoting.invoke(address, request, timeout)
         except RemotingTimeoutError as exc:
             raise RequestTimeoutError(str(exc)) from None
+        except (RemotingConnectError, OSError) as exc:
+            raise _unreachable(address, exc) from exc
         except RemotingError as exc:
-            raise ConnectionFailedError(str(exc)) from None
-        except OSError as exc:
-            raise ConnectionFailedError(f"{address}: {exc}") from None
+            raise ConnectionFailedError(str(exc)) from exc
 
     async def invoke_oneway(
         self,
@@ -246,8 +252,10 @@ class ClientInstance:
         request = RemotingCommand.request(code, ext_fields, body)
         try:
             await self.remoting.invoke_oneway(address, request)
-        except (RemotingError, OSError) as exc:
-            raise ConnectionFailedError(f"{address}: {exc}") from None
+        except (RemotingConnectError, OSError) as exc:
+            raise _unreachable(address, exc) from exc
+        except RemotingError as exc:
+            raise ConnectionFailedError(f"{address}: {exc}") from exc
 
     async def invoke_namesrv(
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
@@ -257,22 +265,30 @@ class ClientInstance:
         Raises:
             ConnectionFailedError: none of them answers.
         """
-        problems = []
+        problems: list[tuple[str, str]] = []
+        last: ConnectionFailedError | RequestTimeoutError | None = None
         count = len(self.namesrv_addresses)
         for attempt in range(count):
             index = (self._namesrv_index + attempt) % count
             address = self.namesrv_addresses[index]
             try:
                 response = await self.invoke(address, code, ext_fields, body)
-            except (ConnectionFailedError, RequestTimeoutError) as exc:
-                problems.append(str(exc))
+            except ConnectionFailedError as exc:
+                problems.append((address, exc.reason))
+                last = exc
+                continue
+            except RequestTimeoutError as exc:
+                problems.append((address, "no answer in time"))
+                last = exc
                 continue
             self._namesrv_index = index
             return response
-        raise ConnectionFailedError(
-            "no NameServer answers (" + "; ".join(problems) + "): is one running at "
-            f"{';'.join(self.namesrv_addresses)}? start one with `pocketmq up`"
-        )
+        # One line a developer can act on: the address, what happened, what to check. It
+        # starts like it always did, which scripts and the admin CLI's tests look for.
+        tried = "; ".join(f"cannot reach {address}: {reason}" for address, reason in problems)
+        running = "is it running?" if len(problems) == 1 else "are they running?"
+        message = f"no NameServer answers: {tried}; {running} check the namesrv address"
+        raise ConnectionFailedError(message, reason="no NameServer answers") from last
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -451,3 +467,8 @@ class ClientInstance:
             log.info("members of group %s changed: rebalancing now", group)
             self.request_rebalance()
         return None
+
+
+def _unreachable(address: str, exc: BaseException) -> ConnectionFailedError:
+    reason = connection_problem(exc)
+    return ConnectionFailedError(f"cannot reach {address}: {reason}", reason=reason)

@@ -1,6 +1,10 @@
 """What a push consumer's listener is given and answers, and how it is called
 (`ListenerCalls`): a plain function on a thread pool, an `async def` on the event loop, and
 any failure turned into RECONSUME_LATER.
+
+A listener answers None or a `ConsumeResult`. Anything else (a tuple, a bool, a string) is a
+bug in the listener: it is treated as RECONSUME_LATER, as before, but said once per consumer at
+WARNING level, because otherwise every message silently comes back later.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import asyncio
 import enum
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,7 +32,8 @@ class ConsumeResult(enum.Enum):
 
 Listener = Callable[[list[MessageExt]], ConsumeResult | Awaitable[ConsumeResult | None] | None]
 """Called with 1 to `consume_batch_max_size` messages of one queue; returning None or
-SUCCESS marks them consumed, RECONSUME_LATER or an exception asks for redelivery."""
+SUCCESS marks them consumed, RECONSUME_LATER or an exception asks for redelivery. Any other
+return value (True and False included) also asks for redelivery, with one warning per consumer."""
 
 
 class ListenerCalls:
@@ -38,6 +44,9 @@ class ListenerCalls:
         self._listener: Listener | None = None
         self.is_async = False
         self._executor: ThreadPoolExecutor | None = None
+        # Results are read on the consume threads: the lock keeps the warning to one.
+        self._warned_lock = threading.Lock()
+        self._warned = False
 
     @property
     def registered(self) -> bool:
@@ -87,7 +96,7 @@ class ListenerCalls:
         except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
             self._log_failure(messages)
             return ConsumeResult.RECONSUME_LATER
-        return _result_of(outcome)
+        return self._result_of(outcome)
 
     def _call_sync(
         self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None
@@ -107,7 +116,7 @@ class ListenerCalls:
                 results.append(None)
                 continue
             try:
-                results.append(_result_of(listener(chunk)))
+                results.append(self._result_of(listener(chunk)))
             except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
                 self._log_failure(chunk)
                 results.append(ConsumeResult.RECONSUME_LATER)
@@ -124,8 +133,32 @@ class ListenerCalls:
             exc_info=True,
         )
 
+    def _result_of(self, outcome: object) -> ConsumeResult:
+        if outcome is None or outcome is ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        if outcome is not ConsumeResult.RECONSUME_LATER:
+            self._warn_unknown_result(outcome)
+        return ConsumeResult.RECONSUME_LATER
 
-def _result_of(outcome: object) -> ConsumeResult:
-    if outcome is None or outcome is ConsumeResult.SUCCESS:
-        return ConsumeResult.SUCCESS
-    return ConsumeResult.RECONSUME_LATER
+    def _warn_unknown_result(self, outcome: object) -> None:
+        with self._warned_lock:
+            if self._warned:
+                return
+            self._warned = True
+        log.warning(
+            "listener %s of consumer group %s returned %s, which is neither None nor a "
+            "ConsumeResult: its messages are redelivered later (RECONSUME_LATER). Return None "
+            "or ConsumeResult.SUCCESS when consumed, ConsumeResult.RECONSUME_LATER (or raise) "
+            "for a redelivery; this is said once per consumer",
+            listener_name(self._listener),
+            self._group,
+            type(outcome).__name__,
+        )
+
+
+def listener_name(listener: object) -> str:
+    """`module.qualname` of a function, or of the class of a callable object."""
+    named = listener if inspect.isroutine(listener) else type(listener)
+    module = getattr(named, "__module__", None)
+    qualname = getattr(named, "__qualname__", repr(named))
+    return f"{module}.{qualname}" if module else qualname
