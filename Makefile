@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make run` needs only the package itself; the test and Spark extras (and Java) are for `make test`.
+RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: run test test-all check fmt lint bench bench-peers clean java
 
@@ -12,7 +14,12 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+# The full install is a superset, so after `make test` this one has nothing to do.
+$(RUN_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
 # PySpark runs on a Java runtime (17 or 21): installed from Debian's packages when missing.
 java:
@@ -21,7 +28,7 @@ java:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
 
-run: $(STAMP) java
+run: $(RUN_STAMP)
 	$(BIN)/pocketmq up
 
 lint: $(STAMP)

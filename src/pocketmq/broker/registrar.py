@@ -3,7 +3,9 @@
 The broker registers with every NameServer at start, every `registerNameServerPeriod` (clamped
 to 10-60 s as RocketMQ does) and whenever its topics change; it unregisters at a clean stop.
 NameServers are independent: one that is down is retried at the next round and does not delay
-the others.
+the others. A NameServer that refuses the registration (another live broker holds this broker
+name and id) is logged once as an error; the broker keeps serving and keeps trying, and is
+registered once the holder is gone.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class NameServerRegistrar:
         self.master_ha_address: str | None = None
         self._wakeup = asyncio.Event()
         self.registered: dict[str, bool] = {}
+        self.refusals: dict[str, str] = {}
+        """NameServer -> its last refusal (`code N remark`), until it accepts again."""
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="namesrv-register")
@@ -103,14 +107,15 @@ class NameServerRegistrar:
             self.registered[address] = False
             return
         if response.code != ResponseCode.SUCCESS:
-            log.warning(
-                "NameServer %s refused the registration: code %d %s",
-                address,
-                response.code,
-                response.remark,
-            )
+            # Logged again only when the answer changes: a refused broker keeps running and
+            # retries every period (it takes the slot once the holder is gone), quietly.
+            refusal = f"code {response.code} {response.remark}"
+            if self.refusals.get(address) != refusal:
+                log.error("NameServer %s refused the registration: %s", address, refusal)
+            self.refusals[address] = refusal
             self.registered[address] = False
             return
+        self.refusals.pop(address, None)
         if not self.registered.get(address, False):
             log.info("registered with NameServer %s", address)
         self.registered[address] = True

@@ -4,7 +4,8 @@ Every command takes `-n host:port;host:port` (default: the `NAMESRV_ADDR` enviro
 variable) and `--json` (one JSON document on stdout, for scripts); without `--json` it prints
 aligned tables with mqadmin's column names. A failure prints one line on stderr,
 `pocketmq admin <command>: <what went wrong and what to do>`, and exits with status 1; a
-command-line mistake exits with status 2, as argparse does.
+command-line mistake exits with status 2, as argparse does. An mqadmin command that pocketmq
+does not have yet says so (`pocketmq admin: <command> is not supported yet`, status 2).
 
 This module owns the parser and the dispatch; the commands live by group (`admin_topics`,
 `admin_brokers`, `admin_groups`, `admin_messages`, `dead_letters`, `replication`). Each is a
@@ -19,7 +20,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from pocketmq.cli import (
@@ -31,6 +32,7 @@ from pocketmq.cli import (
     replication,
 )
 from pocketmq.cli.admin_report import Report
+from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
 from pocketmq.client.admin import AdminClient, AdminError
 
 log = logging.getLogger("pocketmq.admin")
@@ -56,14 +58,37 @@ def _java_bool(text: str) -> bool:
 # -- the parser --------------------------------------------------------------------------------
 
 
+def check_command_name(words: Sequence[str]) -> str | None:
+    """The one line for a command-line `pocketmq admin <words>` whose command pocketmq lacks.
+
+    argparse would list every command as if the operator had made a typo; an mqadmin command
+    is "not supported yet", any other word is an unknown command. None when the command exists
+    (or is absent, or is an option such as `-h`): argparse then handles the line.
+    """
+    if not words or words[0].startswith("-") or words[0] in _command_names():
+        return None
+    name = words[0]
+    if name in MQADMIN_COMMANDS:
+        return f"pocketmq admin: {name} is not supported yet"
+    return f"pocketmq admin: unknown command {name!r} (pocketmq admin --help lists the commands)"
+
+
+def _command_names() -> set[str]:
+    return register(argparse.ArgumentParser(add_help=False).add_subparsers())
+
+
 def _target_options(parser: argparse.ArgumentParser, what: str, *, required: bool) -> None:
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("-b", "--brokerAddr", help=f"{what} on this broker (host:port or name)")
     group.add_argument("-c", "--clusterName", help=f"{what} on every master of this cluster")
 
 
-def register(commands: Any) -> None:
-    """Adds `admin` and its mqadmin sub-commands to the top-level sub-command set."""
+def register(commands: Any) -> set[str]:
+    """Adds `admin` and its mqadmin sub-commands to the top-level sub-command set.
+
+    Returns:
+        The names of the sub-commands.
+    """
     parser: argparse.ArgumentParser = commands.add_parser(
         "admin", help="administer a cluster (RocketMQ's mqadmin)"
     )
@@ -79,7 +104,10 @@ def register(commands: Any) -> None:
         "--timeout", type=float, default=5.0, help="seconds to wait for each answer (5)"
     )
 
+    names: set[str] = set()
+
     def add(name: str, command: Command, help_text: str) -> argparse.ArgumentParser:
+        names.add(name)
         child: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text)
         child.set_defaults(run=run, command=command)
         return child
@@ -91,6 +119,11 @@ def register(commands: Any) -> None:
     p.add_argument("-w", "--writeQueueNums", type=int, default=8, help="write queues (8)")
     p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (6)")
     p.add_argument("-o", "--order", type=_java_bool, default=False, help="ordered (true|false)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also change a system topic such as TBW102 (refused without it)",
+    )
 
     p = add("deleteTopic", admin_topics.delete_topic, "delete a topic from brokers and NameServers")
     p.add_argument("-t", "--topic", required=True, help="topic name")
@@ -190,6 +223,7 @@ def register(commands: Any) -> None:
     dead_letters.register(add)
     replication.register(add)
     parser.set_defaults(run=run)
+    return names
 
 
 def run(args: argparse.Namespace) -> int:

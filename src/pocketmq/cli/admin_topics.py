@@ -29,7 +29,9 @@ async def update_topic(admin: AdminClient, args: argparse.Namespace) -> Report:
         perm=args.perm,
         order=args.order,
     )
-    addresses = await admin.create_topic(settings, cluster=args.clusterName, broker=args.brokerAddr)
+    addresses = await admin.create_topic(
+        settings, cluster=args.clusterName, broker=args.brokerAddr, force=args.force
+    )
     # Brokers re-register at once; wait (bounded) so the next command already sees the route.
     await admin.wait_for_route(settings.topic)
     lines = [f"create topic to {address} success." for address in addresses]

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.server import BrokerConfigError, BrokerServer
-from pocketmq.cli.serving import apply_config_file, run_server, serve_until_signalled
+from pocketmq.cli.serving import (
+    StartupError,
+    apply_config_file,
+    check_data_dir,
+    describe_bind_error,
+    run_server,
+    serve_until_signalled,
+)
 from pocketmq.store.config import MessageStoreConfig
-
-log = logging.getLogger("pocketmq.broker")
 
 
 def register(commands: Any) -> None:
@@ -42,16 +46,25 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, MessageStoreC
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         broker_config, store_config = build_configs(args)
+        fix_dir = "--data-dir" if args.data_dir is not None else "storePathRootDir (or --data-dir)"
+        check_data_dir(store_config.store_path_root_dir, f"choose another with {fix_dir}")
         try:
             server = BrokerServer(broker_config, store_config)
         except BrokerConfigError as exc:
-            log.error("%s", exc)
-            raise SystemExit(2) from exc
+            raise StartupError(str(exc)) from None
 
         async def start() -> str:
-            await server.start()
+            try:
+                await server.start()
+            except OSError as exc:
+                fix = "--port N or listenPort=N (0 picks a free port)"
+                port = broker_config.listen_port
+                problem = describe_bind_error(exc, "broker port", port, fix)
+                if problem is None:
+                    problem = f"broker cannot start: {exc.strerror or exc}"
+                raise StartupError(problem) from None
             return f"broker {broker_config.broker_name} ready at {server.address}"
 
         await serve_until_signalled(start, server.stop)
 
-    return run_server(main)
+    return run_server(main, "pocketmq broker")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pocketmq.cli.serving import apply_config_file, run_server, serve_until_signalled
+from pocketmq.cli.serving import (
+    StartupError,
+    apply_config_file,
+    describe_bind_error,
+    run_server,
+    serve_until_signalled,
+)
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 
 
@@ -27,9 +33,16 @@ def run(args: argparse.Namespace) -> int:
         server = NamesrvServer(config)
 
         async def start() -> str:
-            port = await server.start()
+            try:
+                port = await server.start()
+            except OSError as exc:
+                fix = "--port N or listenPort=N (0 picks a free port)"
+                problem = describe_bind_error(exc, "NameServer port", config.listen_port, fix)
+                if problem is None:
+                    problem = f"NameServer cannot start: {exc.strerror or exc}"
+                raise StartupError(problem) from None
             return f"namesrv ready at 127.0.0.1:{port}"
 
         await serve_until_signalled(start, server.stop)
 
-    return run_server(main)
+    return run_server(main, "pocketmq namesrv")

@@ -1,12 +1,21 @@
-"""Shared plumbing of the server commands: config files, signals, the ready line."""
+"""Shared plumbing of the server commands: config files, signals, the ready line.
+
+A startup problem an operator can fix (a bad setting, a port in use, a data directory that
+cannot be written) ends the command with one line on stderr that says what to do, never with a
+traceback: the commands raise `StartupError` (or `ConfigError`) and `run_server` prints it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
+import re
 import signal
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -14,21 +23,65 @@ from pocketmq.common.config import ConfigError, apply_properties, load_propertie
 
 log = logging.getLogger("pocketmq")
 
+_BIND_ADDRESS_PORT = re.compile(r"\(\s*'[^']*',\s*(\d+)\s*\)")
 
-def apply_config_file(path: str | None, *configs: Any) -> None:
-    """Applies a `.properties` file to each settings object; warns about unknown keys.
+
+class StartupError(Exception):
+    """A server cannot start for a reason the operator can fix; the message says how."""
+
+
+def describe_bind_error(error: OSError, what: str, port: int, fix: str) -> str | None:
+    """The one line for a listening socket that could not be opened, or None for other errors.
+
+    Args:
+        error: what `start` raised.
+        what: which listener, e.g. "NameServer port".
+        port: the port that was asked for.
+        fix: how to move it, e.g. "--namesrv-port N (0 picks a free port)".
+    """
+    if error.errno != errno.EADDRINUSE and "address already in use" not in str(error):
+        return None
+    found = _BIND_ADDRESS_PORT.search(str(error))
+    actual = int(found.group(1)) if found else port
+    if port and actual != port:  # a broker also listens on listenPort + 1 for its slaves
+        return f"{what} {port}: its HA port {actual} is already in use; choose another with {fix}"
+    return f"{what} {actual} is already in use; choose another with {fix}"
+
+
+def check_data_dir(path: str, fix: str) -> None:
+    """Creates `path` if needed and proves a file can be written there.
 
     Raises:
-        ConfigError: a value of the wrong kind, or an unreadable file.
+        StartupError: naming the directory, the OS's reason and `fix`.
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise StartupError(f"data directory {path} is not writable ({reason}); {fix}") from None
+
+
+def apply_config_file(path: str | None, *configs: Any) -> dict[str, str]:
+    """Applies a `.properties` file to each settings object; warns about unknown keys.
+
+    Returns:
+        The file's properties (empty without a file), so a command can tell which settings
+        the file chose.
+
+    Raises:
+        ConfigError: a value of the wrong kind or out of range, or an unreadable file.
     """
     if not path:
-        return
+        return {}
     properties = load_properties(path)
     unknown = set(properties)
     for config in configs:
         unknown &= set(apply_properties(config, properties))
     if unknown:
         log.warning("%s: keys not used by pocketmq: %s", path, ", ".join(sorted(unknown)))
+    return properties
 
 
 def announce_ready(what: str) -> None:
@@ -54,15 +107,28 @@ async def serve_until_signalled(
         await stop()
 
 
-def run_server(main: Callable[[], Coroutine[Any, Any, None]]) -> int:
-    """Runs a server's main coroutine; a configuration error exits with status 2."""
+def run_server(main: Callable[[], Coroutine[Any, Any, None]], name: str = "pocketmq") -> int:
+    """Runs a server's main coroutine.
+
+    A configuration error exits with status 2, another startup problem with status 1; either
+    prints one line, `<name>: <what is wrong and what to do>`, on stderr.
+    """
     from pocketmq.runtime import event_loop
 
     try:
         event_loop.run(main())
     except ConfigError as exc:
-        log.error("configuration error: %s", exc)
+        _say(name, f"configuration error: {exc}")
         return 2
+    except StartupError as exc:
+        _say(name, str(exc))
+        return 1
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _say(name: str, line: str) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(f"{name}: {line}\n")
+    sys.stderr.flush()

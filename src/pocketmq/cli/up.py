@@ -2,10 +2,14 @@
 
 Cluster `DefaultCluster`, broker `broker-a`, data under `./.pocketmq` (or `--data-dir`),
 `--namesrv-port` / `--broker-port` to move them (0 picks free ports), `-c broker.properties`
-for anything else (for example `flushDiskType=SYNC_FLUSH`). Unlike a plain broker, timer
-messages may be recalled (`recallMessageEnable=true`). `--slaves N` adds N slaves of broker-a
-in the same process (`--sync` makes the master a SYNC_MASTER): a local Master/Slave pair. One
-"ready" line gives the addresses; Ctrl-C stops everything cleanly.
+for anything else (for example `flushDiskType=SYNC_FLUSH`). The file's `listenPort`,
+`brokerName` and `storePathRootDir` are honoured unless a flag says otherwise; its
+`namesrvAddr` cannot be (this process runs its own NameServer), which one warning line says.
+Unlike a plain broker, timer messages may be recalled (`recallMessageEnable=true`).
+`--slaves N` adds N slaves of broker-a in the same process (`--sync` makes the master a
+SYNC_MASTER): a local Master/Slave pair. One "ready" line gives the addresses; Ctrl-C stops
+everything cleanly. A startup problem (a bad setting, a port in use, a data directory that
+cannot be written) is one line on stderr and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -18,11 +22,21 @@ from typing import Any
 
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.server import BrokerConfigError, BrokerServer
-from pocketmq.cli.serving import apply_config_file, run_server, serve_until_signalled
+from pocketmq.cli.serving import (
+    StartupError,
+    apply_config_file,
+    check_data_dir,
+    describe_bind_error,
+    run_server,
+    serve_until_signalled,
+)
+from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")
+
+DATA_DIR_DEFAULT = ".pocketmq"
 
 
 def register(commands: Any) -> None:
@@ -30,9 +44,14 @@ def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "up", help="start a NameServer and a broker in one process (embedded defaults)"
     )
-    parser.add_argument("--data-dir", default=".pocketmq", help="where data lives (./.pocketmq)")
+    parser.add_argument(
+        "--data-dir",
+        help=f"where data lives ({DATA_DIR_DEFAULT}; the broker's: storePathRootDir if set)",
+    )
     parser.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
-    parser.add_argument("--broker-port", type=int, default=10911, help="0 picks a free port")
+    parser.add_argument(
+        "--broker-port", type=int, help="0 picks a free port (default: listenPort, or 10911)"
+    )
     parser.add_argument(
         "-c", "--config", help="a broker.properties file with RocketMQ keys for anything else"
     )
@@ -47,48 +66,67 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
+        if args.slaves < 0:
+            raise ConfigError("--slaves", str(args.slaves), "0 or more")
+        data_dir = args.data_dir or DATA_DIR_DEFAULT
         namesrv_config = NamesrvConfig(
             listen_port=args.namesrv_port,
             bind_address="127.0.0.1",
-            kv_config_path=str(Path(args.data_dir) / "namesrv" / "kvConfig.json"),
+            kv_config_path=str(Path(data_dir) / "namesrv" / "kvConfig.json"),
         )
         # A development cluster lets producers recall timer messages; a config file may say no.
         broker_config = BrokerConfig(
             bind_address="127.0.0.1", broker_ip1="127.0.0.1", recall_message_enable=True
         )
         store_config = MessageStoreConfig()
-        apply_config_file(args.config, broker_config, store_config)
-        broker_config.listen_port = args.broker_port
-        store_config.store_path_root_dir = str(Path(args.data_dir) / "broker-a")
-        if args.slaves < 0:
-            log.error("--slaves must be 0 or more, got %d", args.slaves)
-            raise SystemExit(2)
+        from_file = apply_config_file(args.config, broker_config, store_config)
+        # Flags beat the file, the file beats up's defaults (as for `pocketmq broker`).
+        if args.broker_port is not None:
+            broker_config.listen_port = args.broker_port
+        elif "listenPort" not in from_file:
+            broker_config.listen_port = BROKER_PORT_DEFAULT
+        if args.data_dir is not None or "storePathRootDir" not in from_file:
+            store_config.store_path_root_dir = str(Path(data_dir) / broker_config.broker_name)
         if args.slaves and args.sync:
             broker_config.broker_role = BrokerRole.SYNC_MASTER
+        check_data_dir(str(Path(data_dir) / "namesrv"), "choose another with --data-dir")
+        check_data_dir(store_config.store_path_root_dir, _store_dir_fix(args, from_file))
         namesrv = NamesrvServer(namesrv_config)
         brokers: list[BrokerServer] = []
 
         async def start() -> str:
-            port = await namesrv.start()
-            broker_config.namesrv_addr = f"127.0.0.1:{port}"
+            try:
+                port = await namesrv.start()
+            except OSError as exc:
+                fix = "--namesrv-port N (0 picks a free port)"
+                problem = _bind_problem(exc, "NameServer port", args.namesrv_port, fix)
+                raise StartupError(problem) from None
+            used = f"127.0.0.1:{port}"
+            _maybe_warn_namesrv_addr(args.config, from_file, used)
+            broker_config.namesrv_addr = used
             configs = [(broker_config, store_config)]
             configs += [
-                _slave_configs(broker_config, store_config, i, args.data_dir)
+                _slave_configs(broker_config, store_config, i, data_dir)
                 for i in range(1, args.slaves + 1)
             ]
             for config, store in configs:
                 try:
                     broker = BrokerServer(config, store)
                 except BrokerConfigError as exc:
-                    log.error("%s", exc)
-                    raise SystemExit(2) from exc
-                await broker.start()
+                    raise StartupError(str(exc)) from None
+                try:
+                    await broker.start()
+                except OSError as exc:
+                    fix = "--broker-port N (0 picks a free port)"
+                    what = f"broker {config.broker_name} port"
+                    problem = _bind_problem(exc, what, config.listen_port, fix)
+                    raise StartupError(problem) from None
                 brokers.append(broker)
             slaves = "".join(f", slave {b.config.broker_id} {b.address}" for b in brokers[1:])
             return (
                 f"up: NameServer 127.0.0.1:{port}, broker {broker_config.broker_name} "
                 f"{brokers[0].address} ({broker_config.broker_role.value}){slaves}, data in "
-                f"{args.data_dir}; Ctrl-C stops; ready at 127.0.0.1:{port}"
+                f"{data_dir}; Ctrl-C stops; ready at 127.0.0.1:{port}"
             )
 
         async def stop() -> None:
@@ -98,7 +136,37 @@ def run(args: argparse.Namespace) -> int:
 
         await serve_until_signalled(start, stop)
 
-    return run_server(main)
+    return run_server(main, "pocketmq up")
+
+
+BROKER_PORT_DEFAULT = 10911
+
+
+def _bind_problem(error: OSError, what: str, port: int, fix: str) -> str:
+    described = describe_bind_error(error, what, port, fix)
+    if described is not None:
+        return described
+    reason = error.strerror or str(error)
+    return f"{what} {port}: cannot start ({reason})"
+
+
+def _store_dir_fix(args: argparse.Namespace, from_file: dict[str, str]) -> str:
+    if args.data_dir is None and "storePathRootDir" in from_file:
+        return f"change storePathRootDir in {args.config} or pass --data-dir"
+    return "choose another with --data-dir"
+
+
+def _maybe_warn_namesrv_addr(config_path: str | None, from_file: dict[str, str], used: str) -> None:
+    """One warning when the file names NameServers: `up` always uses its own."""
+    wanted = from_file.get("namesrvAddr", "").strip()
+    if wanted and wanted != used:
+        log.warning(
+            "%s: namesrvAddr=%s is overridden: pocketmq up runs its own NameServer, using "
+            "namesrvAddr=%s",
+            config_path,
+            wanted,
+            used,
+        )
 
 
 def _slave_configs(

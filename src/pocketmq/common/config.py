@@ -82,13 +82,27 @@ class ConfigFileError(ConfigError):
         return f"{self.path}: cannot read properties file: {self.reason}"
 
 
-def key(name: str, default: Any, *aliases: str) -> Any:
+def key(
+    name: str,
+    default: Any,
+    *aliases: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
     """A dataclass field bound to the RocketMQ property `name` (and its old spellings).
+
+    `minimum` / `maximum` bound a number read from a file; without them the key's name decides
+    (see `value_bounds`).
 
     Example: `mapped_file_size_commit_log: int = key("mappedFileSizeCommitLog", 1 << 30,
     "mapedFileSizeCommitLog")`.
     """
-    return dataclasses.field(default=default, metadata={"key": name, "aliases": aliases})
+    metadata: dict[str, Any] = {"key": name, "aliases": aliases}
+    if minimum is not None:
+        metadata["minimum"] = minimum
+    if maximum is not None:
+        metadata["maximum"] = maximum
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 # --- syntax ------------------------------------------------------------------------------------
@@ -279,6 +293,9 @@ def apply_properties(config: DataclassInstance, properties: Mapping[str, str]) -
     - an `enum.Enum` subclass: a member's value, or failing that its name;
     - `X | None`: as `X` (a properties file cannot say None).
 
+    A number must also lie within `value_bounds` (a negative `maxMessageSize` would otherwise
+    surface as a failed assertion deep in the put path, long after startup).
+
     Args:
         config: a (mutable) dataclass instance; changed in place.
         properties: key -> text, e.g. from `load_properties`.
@@ -304,7 +321,9 @@ def apply_properties(config: DataclassInstance, properties: Mapping[str, str]) -
             claimed[name] = field.name
         present = next((name for name in names if name in properties), None)
         if present is not None:
-            updates[field.name] = _convert(present, properties[present], hints[field.name])
+            value = _convert(present, properties[present], hints[field.name])
+            _check_bounds(present, properties[present], value, field)
+            updates[field.name] = value
     for name, value in updates.items():
         setattr(config, name, value)
     return [name for name in properties if name not in claimed]
@@ -326,6 +345,53 @@ def config_to_properties(config: DataclassInstance) -> dict[str, str]:
         if value is not None:
             properties[_property_names(field)[0]] = _render(value)
     return properties
+
+
+PORT_MAX: Final = 65535
+
+
+def value_bounds(field: dataclasses.Field[Any]) -> tuple[float | None, float | None]:
+    """(minimum, maximum) a number in `field` may take from a file; None is unbounded.
+
+    Explicit `key(..., minimum=, maximum=)` bounds win. Otherwise, by the key's name: a port
+    (`...Port`) is 0-65535, a size (`...Size...`) is 1 or more, and any other number whose
+    default is not negative is 0 or more (counts, intervals, timeouts, ratios). A negative
+    default is a sentinel (`haListenPort=-1`: listenPort + 1), so it stays allowed.
+    """
+    minimum = field.metadata.get("minimum")
+    maximum = field.metadata.get("maximum")
+    if minimum is not None or maximum is not None:
+        return minimum, maximum
+    default = field.default
+    if isinstance(default, bool) or not isinstance(default, int | float):
+        return None, None
+    name = _property_names(field)[0]
+    floor = min(0, default)
+    if name.endswith(("Port", "port")):
+        return floor, PORT_MAX
+    if "Size" in name and default > 0:
+        return 1, None
+    return (0, None) if default >= 0 else (None, None)
+
+
+def _check_bounds(name: str, text: str, value: object, field: dataclasses.Field[Any]) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    minimum, maximum = value_bounds(field)
+    if (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return
+    kind = "an integer" if isinstance(value, int) else "a number"
+    if maximum is None:
+        expected = f"{kind} of {_number(minimum)} or more"
+    elif minimum is None:
+        expected = f"{kind} of {_number(maximum)} or less"
+    else:
+        expected = f"{kind} from {_number(minimum)} to {_number(maximum)}"
+    raise ConfigError(name, text, expected)
+
+
+def _number(value: float | None) -> str:
+    return str(int(value)) if value is not None and float(value).is_integer() else str(value)
 
 
 def _property_names(field: dataclasses.Field[Any]) -> tuple[str, ...]:

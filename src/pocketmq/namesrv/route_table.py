@@ -23,6 +23,10 @@ Invariants kept after every call:
 Deliberately missing: static topics (`topicQueueMappingInfo`), NOTIFY_MIN_BROKER_ID_CHANGE
 pushes and the acting-master rewrite of routes (`supportActingMaster`, default off), and the
 develop quirk that refuses a first registration carrying exactly one topic.
+
+Deliberately different: a registration from another address for a broker name and id whose
+holder is still live (same `stateVersion`) is refused (`RegisterResult.slot_holder_addr`)
+instead of replacing the holder, so a mistyped `brokerName` cannot hijack a running broker.
 """
 
 from __future__ import annotations
@@ -68,25 +72,37 @@ class RegisterResult:
 
     `master_addr` and `ha_server_addr` are filled for a slave whose master is alive.
     `accepted` is False when a broker with a newer `stateVersion` already holds that broker id;
-    RocketMQ then answers SUCCESS with an empty header and changes nothing else.
+    RocketMQ then answers SUCCESS with an empty header and changes nothing else. It is also
+    False, with `slot_holder_addr` set, when a live broker at another address holds the id.
     """
 
     ha_server_addr: str | None = None
     master_addr: str | None = None
     accepted: bool = True
+    slot_holder_addr: str | None = None
+    """Set when another live address already holds this broker name and id: the registration
+    changed nothing, and the NameServer answers it with an error naming that address."""
 
 
 class RouteTable:
     """Brokers, topics and liveness as one NameServer sees them (`RouteInfoManager`)."""
 
-    def __init__(self, *, delete_topic_with_broker_registration: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        delete_topic_with_broker_registration: bool = False,
+        broker_expiry_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+    ) -> None:
         """Creates an empty table.
 
         Args:
             delete_topic_with_broker_registration: `deleteTopicWithBrokerRegistration`: when a
                 master registers, forget its topics that its topic table no longer lists.
+            broker_expiry_ms: how long a silent broker keeps its slot against a registration
+                from another address (the server's `brokerChannelExpiredTime`).
         """
         self._delete_topic_with_registration = delete_topic_with_broker_registration
+        self._broker_expiry_ms = broker_expiry_ms
         self._cluster_addr_table: dict[str, set[str]] = {}
         self._broker_addr_table: dict[str, BrokerData] = {}
         self._topic_queue_table: dict[str, dict[str, QueueData]] = {}
@@ -136,9 +152,14 @@ class RouteTable:
 
         Returns:
             The master's addresses for a slave, or `accepted=False` when a newer registration
-            (higher `stateVersion`) already holds this broker id under another address.
+            (higher `stateVersion`) already holds this broker id under another address, or
+            `accepted=False` with `slot_holder_addr` when a live broker at another address
+            holds it (see `_live_slot_holder`).
         """
         version = _as_data_version(data_version)
+        holder = self._live_slot_holder(broker_name, broker_id, broker_addr, version, now_ms)
+        if holder is not None:
+            return RegisterResult(accepted=False, slot_holder_addr=holder)
         self._cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         broker_data = self._broker_addr_table.get(broker_name)
         register_first = broker_data is None
@@ -196,6 +217,32 @@ class RouteTable:
             if master_live is not None:
                 return RegisterResult(master_live.ha_server_addr, master_addr)
         return RegisterResult()
+
+    def _live_slot_holder(
+        self,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        version: DataVersion,
+        now_ms: int,
+    ) -> str | None:
+        """The other, still live address holding (broker_name, broker_id), if any.
+
+        RocketMQ lets the newcomer replace it, so a copied or typo'd `brokerName` silently
+        takes over a running broker's routes. Here the holder keeps its slot until it expires
+        (the scan's rule) or its connection closes; a different `stateVersion` (controller
+        mode) keeps RocketMQ's rule.
+        """
+        broker_data = self._broker_addr_table.get(broker_name)
+        holder = broker_data.broker_addrs.get(broker_id) if broker_data else None
+        if holder is None or holder == broker_addr:
+            return None
+        live = self._broker_live_table.get(holder)
+        if live is None or version.state_version != live.data_version.state_version:
+            return None  # a controller's newer epoch moves it; an older one is ignored below
+        if live.last_update_ms + (live.heartbeat_timeout_ms or self._broker_expiry_ms) < now_ms:
+            return None
+        return holder
 
     def _take_topics(
         self,

@@ -131,6 +131,8 @@ class NamesrvHandlers:
             )
         except (MissingFieldError, RouteBodyError, ValueError) as exc:
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if result.slot_holder_addr is not None:
+            return self._refuse_slot_takeover(request, result.slot_holder_addr)
         fields = {}
         if result.ha_server_addr:
             fields["haServerAddr"] = result.ha_server_addr
@@ -140,6 +142,31 @@ class NamesrvHandlers:
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields=fields, body=encode_kv_table(orders)
         )
+
+    def _refuse_slot_takeover(self, request: RemotingCommand, holder: str) -> RemotingCommand:
+        """SYSTEM_ERROR for a broker whose name and id a live broker elsewhere already holds.
+
+        RocketMQ would hand the slot over; a copied or mistyped `brokerName` would then take
+        a running broker's routes. The remark tells the newcomer what to change.
+        """
+        ext = request.ext_fields
+        cluster, name, broker_id = ext["clusterName"], ext["brokerName"], ext["brokerId"]
+        newcomer = ext["brokerAddr"]
+        log.warning(
+            "refused registration of broker %s (cluster %s, brokerId %s) from %s: %s holds "
+            "that slot and is alive",
+            name,
+            cluster,
+            broker_id,
+            newcomer,
+            holder,
+        )
+        remark = (
+            f"broker {name} (cluster {cluster}, brokerId {broker_id}) is already registered "
+            f"from {holder}, which is alive; this broker at {newcomer} was not registered. "
+            "Give it another brokerName or brokerId, or stop the other one first"
+        )
+        return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark)
 
     async def unregister_broker(
         self, request: RemotingCommand, channel: Channel
@@ -261,7 +288,7 @@ class NamesrvServer:
     def __init__(self, config: NamesrvConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.table = RouteTable()
+        self.table = RouteTable(broker_expiry_ms=config.broker_channel_expired_time_ms)
         self.kv = KvConfig()
         self._kv_file = JsonFile(config.kv_config_path) if config.kv_config_path else None
         self._kv_saves: set[asyncio.Task[None]] = set()

@@ -225,7 +225,7 @@ def test_apply_converts_each_annotated_type() -> None:
     unknown = apply_properties(
         settings,
         {
-            "listenPort": "1073741824",
+            "listenPort": "65535",
             "ratio": "1e-3",
             "enabled": "TRUE",
             "brokerName": "broker-b",
@@ -236,7 +236,7 @@ def test_apply_converts_each_annotated_type() -> None:
     )
     assert unknown == []
     assert settings == Settings(
-        port=1073741824,
+        port=65535,
         ratio=0.001,
         enabled=True,
         name="broker-b",
@@ -249,7 +249,7 @@ def test_apply_converts_each_annotated_type() -> None:
 @pytest.mark.parametrize(
     ("name", "text", "attribute", "value"),
     [
-        ("listenPort", "-12", "port", -12),
+        ("listenPort", "0", "port", 0),
         ("listenPort", "+12 ", "port", 12),
         ("ratio", "72", "ratio", 72.0),
         ("enabled", "false", "enabled", False),
@@ -421,15 +421,15 @@ _STRIPPED = st.text(max_size=12).map(str.strip)  # apply_properties strips value
 @given(
     st.builds(
         Settings,
-        port=st.integers(),
-        ratio=st.floats(allow_nan=False),
+        port=st.integers(0, 65535),
+        ratio=st.floats(min_value=0, allow_nan=False),
         enabled=st.booleans(),
         name=_STRIPPED,
         color=st.sampled_from(Color),
         level=st.sampled_from(Level),
         region=st.one_of(st.none(), _STRIPPED),
         delete_when=_STRIPPED,
-        max_message_size_bytes=st.integers(min_value=0),
+        max_message_size_bytes=st.integers(min_value=1),
     )
 )
 def test_apply_reads_back_what_config_to_properties_renders(settings: Settings) -> None:

@@ -296,10 +296,13 @@ def test_a_slave_switched_to_master_in_place_moves_to_id_zero() -> None:
     assert table.route("NewTopic") is not None
 
 
-def test_a_new_address_under_the_same_id_replaces_the_old_one() -> None:
+def test_a_new_address_under_the_same_id_replaces_the_old_one_once_it_expired() -> None:
+    """RocketMQ replaces a live holder too; pocketmq refuses that (see
+    test_route_table_slot_guard.py), so the old holder here has gone silent first."""
     table = RouteTable()
     register(table, A_MASTER, "broker-a", 0, topics("TopicA"), channel_id=1)
-    register(table, "10.0.0.7:10911", "broker-a", 0, topics("TopicA"), channel_id=7)
+    later = NOW + 120_001
+    register(table, "10.0.0.7:10911", "broker-a", 0, topics("TopicA"), channel_id=7, now_ms=later)
     assert table.broker_member_group("broker-a") == {0: "10.0.0.7:10911"}
     # pocketmq also forgets the old address's liveness, which RocketMQ keeps until expiry.
     assert list(table.live_brokers()) == ["10.0.0.7:10911"]

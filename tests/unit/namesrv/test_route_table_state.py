@@ -82,6 +82,15 @@ class RouteTableMachine(RuleBasedStateMachine):
             self.now_ms,
             CHANNEL_OF[addr],
         )
+        holder = self.groups.get(name, {}).get(broker_id)
+        if (
+            holder not in (None, addr)
+            and holder in self.live
+            and self.live[holder] + BROKER_CHANNEL_EXPIRED_TIME_MS >= self.now_ms
+        ):
+            # A live holder keeps its slot against another address; nothing changes.
+            assert (result.accepted, result.slot_holder_addr) == (False, holder)
+            return
         assert result.accepted
 
         addrs = self.groups.setdefault(name, {})

@@ -58,9 +58,17 @@ class AdminClient(MessageAdmin):
     # -- topics --------------------------------------------------------------------------------
 
     async def create_topic(
-        self, settings: TopicSettings, *, cluster: str | None = None, broker: str | None = None
+        self,
+        settings: TopicSettings,
+        *,
+        cluster: str | None = None,
+        broker: str | None = None,
+        force: bool = False,
     ) -> list[str]:
         """Creates or updates a topic on one broker or every master of a cluster.
+
+        A system topic (TBW102, SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, ...) is refused unless `force`
+        (pocketmq's `force=true` header field; Apache RocketMQ has no way round it).
 
         Returns:
             The broker addresses that took it. With `order`, the NameServers also get the
@@ -80,6 +88,8 @@ class AdminClient(MessageAdmin):
             "topicSysFlag": str(settings.topic_sys_flag),
             "order": "true" if settings.order else "false",
         }
+        if force:
+            ext["force"] = "true"
         for address in addresses:
             await self._broker_ok(
                 address, RequestCode.UPDATE_AND_CREATE_TOPIC, ext, what="topic creation"
