@@ -3,7 +3,9 @@
 Handlers decode headers and bodies, call the pure `RouteTable`, and encode RocketMQ's answers
 (route JSON in the dialect the requester's version expects). A scan every 10 s drops brokers
 silent for 120 s; a closed broker connection drops its routes at once. NameServers share
-nothing: brokers register with each, clients ask any.
+nothing: brokers register with each, clients ask any. The settings and the requests that read
+and change them live in `config.py`; wiping and adding a broker's write permission in
+`write_perm.py`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.config import key
 from pocketmq.common.route_json import (
     RouteBodyError,
     decode_data_version,
@@ -30,31 +30,22 @@ from pocketmq.common.route_json import (
     register_body_crc32,
     wants_standard_json,
 )
+from pocketmq.namesrv.config import NamesrvConfig, NamesrvConfigHandlers
 from pocketmq.namesrv.kv_config import KvConfig
 from pocketmq.namesrv.route_table import RouteTable
+from pocketmq.namesrv.write_perm import WritePermHandlers
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingServer, RequestHandler
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.runtime.json_file import JsonFile
 
+__all__ = ["NamesrvConfig", "NamesrvHandlers", "NamesrvServer"]
+
 log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 FAQ_NO_ROUTE: Final = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-
-
-@dataclass
-class NamesrvConfig:
-    """NameServer settings under RocketMQ's key names."""
-
-    listen_port: int = key("listenPort", 9876)
-    bind_address: str = key("bindAddress", "0.0.0.0")
-    scan_not_active_broker_interval_ms: int = key("scanNotActiveBrokerInterval", 10_000)
-    broker_channel_expired_time_ms: int = key("brokerChannelExpiredTime", 120_000)
-    order_message_enable: bool = key("orderMessageEnable", False)
-    # RocketMQ keeps this under the user's home; here it is opt-in (`pocketmq up` sets it).
-    kv_config_path: str = key("kvConfigPath", "")
 
 
 class MissingFieldError(ValueError):
@@ -77,7 +68,9 @@ class NamesrvHandlers:
         kv: KvConfig,
         clock: Clock,
         on_kv_changed: Callable[[], None] = lambda: None,
+        config: NamesrvConfig | None = None,
     ) -> None:
+        self.config = config or NamesrvConfig()
         self.table = table
         self.kv = kv
         self._clock = clock
@@ -138,6 +131,8 @@ class NamesrvHandlers:
             fields["haServerAddr"] = result.ha_server_addr
         if result.master_addr:
             fields["masterAddr"] = result.master_addr
+        if not self.config.return_order_topic_config_to_broker:
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=fields)
         orders = self.kv.namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields=fields, body=encode_kv_table(orders)
@@ -193,7 +188,7 @@ class NamesrvHandlers:
                 f"No topic route info in name server for the topic: {topic}\n{FAQ_NO_ROUTE}",
             )
         orders = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
-        if orders:
+        if orders and self.config.order_message_enable:
             route.order_topic_conf = orders
         standard = wants_standard_json(
             request.version, request.ext_fields.get("acceptStandardJsonOnly") == "true"
@@ -207,12 +202,16 @@ class NamesrvHandlers:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     async def all_topics(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        if not self.config.enable_all_topic_list:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, "disable")
         body = encode_topic_list(self.table.all_topics())
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     async def topics_by_cluster(
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand:
+        if not self.config.enable_topic_list:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, "disable")
         cluster = request.ext_fields.get("cluster", "")
         body = encode_topic_list(self.table.topics_by_cluster(cluster))
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
@@ -288,14 +287,20 @@ class NamesrvServer:
     def __init__(self, config: NamesrvConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.table = RouteTable(broker_expiry_ms=config.broker_channel_expired_time_ms)
+        self.table = RouteTable(
+            delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
+            broker_expiry_ms=config.broker_channel_expired_time_ms,
+        )
         self.kv = KvConfig()
         self._kv_file = JsonFile(config.kv_config_path) if config.kv_config_path else None
         self._kv_saves: set[asyncio.Task[None]] = set()
-        self.handlers = NamesrvHandlers(self.table, self.kv, self.clock, self._save_kv)
-        self.server = RemotingServer(
-            self.handlers.routes(), host=config.bind_address, port=config.listen_port
-        )
+        self.handlers = NamesrvHandlers(self.table, self.kv, self.clock, self._save_kv, config)
+        routes = {
+            **self.handlers.routes(),
+            **NamesrvConfigHandlers(config, lambda: self.server.port).routes(),
+            **WritePermHandlers(self.table).routes(),
+        }
+        self.server = RemotingServer(routes, host=config.bind_address, port=config.listen_port)
         self._scan: asyncio.Task[None] | None = None
 
     @property
