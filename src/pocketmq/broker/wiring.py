@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.broker.admin_handlers import AdminHandlers
+from pocketmq.broker.admin_queries import AdminQueryHandlers
 from pocketmq.broker.admin_stats import AdminStatsHandlers
 from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
@@ -23,6 +24,7 @@ from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import master_routes
 from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offset_handlers import OffsetHandlers
+from pocketmq.broker.offset_reset import OffsetResetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import PullHandler, PullSettings
 from pocketmq.broker.put_path import PutPath, PutSettings
@@ -177,6 +179,9 @@ class BrokerWiring:
             store, self.topics, self.offsets, self.clock, self._topics_changed, self._runtime_info
         )
         client_handlers = self.client_handlers
+        queries = AdminQueryHandlers(
+            store, self.topics, self.offsets, self.clients, self.admin_stats.groups, self.config
+        )
         return {
             **self._put_path_routes(store),
             RequestCode.PULL_MESSAGE: self.pull.handle,
@@ -184,11 +189,22 @@ class BrokerWiring:
                 store, self.offsets, self.topics, persist=self._persist_offsets_now
             ).routes(),
             **QueueLockHandlers(self.queue_locks, self.clock).routes(),
+            **OffsetResetHandlers(
+                store,
+                self.offsets,
+                self.topics,
+                self.admin_stats.groups,
+                self.clients,
+                broker_name=self.config.broker_name,
+                is_slave=lambda: self.replica.is_slave,
+                persist=self._persist_offsets_now,
+            ).handlers(),
             **admin.routes(),
             **self.admin_stats.routes(),
+            **queries.handlers(),
             **master_routes(self.offsets.document, self._delay_offsets_document),
             RequestCode.GET_BROKER_HA_STATUS: self.replica.handle_status,
-            RequestCode.HEART_BEAT: client_handlers.heartbeat,
+            RequestCode.HEART_BEAT: queries.remember_clients(client_handlers.heartbeat),
             RequestCode.UNREGISTER_CLIENT: client_handlers.unregister,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_handlers.consumer_list,
         }

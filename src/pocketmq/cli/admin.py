@@ -171,6 +171,28 @@ def register(commands: Any) -> set[str]:
     p.add_argument("-t", "--topicName", help="only this topic")
 
     p = add(
+        "resetOffsetByTime",
+        admin_groups.reset_offset_by_time,
+        "move a consumer group's offsets to a point in time",
+    )
+    p.add_argument("-g", "--groupName", required=True, help="consumer group name")
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument(
+        "-s", "--timestamp", required=True, help="now, millis or yyyy-MM-dd#HH:mm:ss:SSS"
+    )
+    p.add_argument("-f", "--force", type=_java_bool, default=True, help="(true)")
+    p.add_argument("-c", "--cplus", action="store_true", help="accepted, as mqadmin does")
+
+    p = add(
+        "skipAccumulatedMessage",
+        admin_groups.skip_accumulated_message,
+        "move a consumer group's offsets to the end",
+    )
+    p.add_argument("-g", "--groupName", required=True, help="consumer group name")
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-f", "--force", type=_java_bool, default=True, help="(true)")
+
+    p = add(
         "queryMsgById",
         admin_messages.query_msg_by_id,
         "show messages by offset or client message id",

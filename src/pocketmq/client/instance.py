@@ -5,7 +5,10 @@ It owns the remoting connections, asks the NameServers for routes (failing over 
 them), keeps the routes fresh (every `route_refresh_interval_s`, and at once when a send or
 pull fails), sends heartbeats to every broker it knows (every `heartbeat_interval_s`, and at
 once when a member joins), and drives rebalancing: every `rebalance_interval_s` and as soon as a
-broker says a consumer group's membership changed (NOTIFY_CONSUMER_IDS_CHANGED).
+broker says a consumer group's membership changed (NOTIFY_CONSUMER_IDS_CHANGED). It also
+answers the broker's offset requests for its consumers: a reset of their offsets
+(RESET_CONSUMER_CLIENT_OFFSET) and where they are (GET_CONSUMER_STATUS_FROM_CLIENT), see
+`consumer.offset_reset`.
 
 Members register themselves: a producer by group, a consumer by group with the `ConsumerMember`
 protocol (its heartbeat entry, its topics, its rebalance). Background tasks catch and log their
@@ -23,6 +26,12 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from pocketmq.client.consumer.offset_reset import (
+    OffsetResetError,
+    ResettableConsumer,
+    decode_reset_offsets,
+    encode_consumer_status,
+)
 from pocketmq.client.errors import (
     ClientConfigError,
     ConnectionFailedError,
@@ -131,7 +140,11 @@ class ClientInstance:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.rebalance_interval_s = rebalance_interval_s
         self.remoting = RemotingClient(
-            {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed}
+            {
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
+                RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: self._on_consumer_status,
+            }
         )
         self.routes = RouteCache()
         # The replica (broker id) each queue's broker suggested for the next pull.
@@ -142,6 +155,7 @@ class ClientInstance:
         self._namesrv_index = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now = asyncio.Event()
+        self._resets: set[asyncio.Task[None]] = set()
         self._routes_missing = False
         self._started = False
 
@@ -177,7 +191,7 @@ class ClientInstance:
 
     async def close(self) -> None:
         """Stops the rounds, tells every broker this client is gone, closes connections."""
-        for task in self._tasks:
+        for task in [*self._tasks, *self._resets]:
             await cancel_and_wait(task)
         self._tasks = []
         if self._started:
@@ -467,6 +481,47 @@ class ClientInstance:
             log.info("members of group %s changed: rebalancing now", group)
             self.request_rebalance()
         return None
+
+    async def _on_reset_offset(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
+        fields = request.ext_fields
+        group, topic = fields.get("group", ""), fields.get("topic", "")
+        consumer = self.consumers.get(group)
+        if not isinstance(consumer, ResettableConsumer):
+            log.info("offset reset of %s for group %s: no such consumer here", topic, group)
+            return None
+        try:
+            offsets = decode_reset_offsets(request.body)
+        except OffsetResetError as exc:
+            log.warning(
+                "offset reset of %s from %s ignored: %s", topic, channel.remote_address, exc
+            )
+            return None
+        log.info("offsets of group %s in %s reset by the broker: %s", group, topic, offsets)
+        # In the background: the reset waits for running listener calls, and this connection
+        # must keep reading meanwhile.
+        task = asyncio.get_running_loop().create_task(
+            self._guarded(lambda: consumer.reset_offsets(topic, offsets), f"reset of {group}"),
+            name=f"reset-{group}",
+        )
+        self._resets.add(task)
+        task.add_done_callback(self._resets.discard)
+        return None
+
+    async def _on_consumer_status(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand | None:
+        fields = request.ext_fields
+        consumer = self.consumers.get(fields.get("group", ""))
+        offsets: dict[MessageQueue, int] = (
+            consumer.offsets_of(fields.get("topic", ""))
+            if isinstance(consumer, ResettableConsumer)
+            else {}
+        )
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, body=encode_consumer_status(offsets)
+        )
 
 
 def _unreachable(address: str, exc: BaseException) -> ConnectionFailedError:

@@ -28,6 +28,7 @@ could ask for redelivery) and queue locks for ordered consumption.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -382,6 +383,27 @@ class LitePullConsumer:
                 await cancel_and_wait(task)
             self._start_pulling(queue, offset)
         log.debug("%s of group %s seeks to %d", queue, self.group, offset)
+
+    async def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET: the assigned queues of `topic` among
+        `offsets` drop their buffered messages and are read again from those offsets, which
+        are committed at once."""
+        queues = sorted(q for q in self._queues if q.topic == topic and q in offsets)
+        if not queues or self._offsets is None:
+            return
+        for queue in queues:
+            with contextlib.suppress(ClientConfigError):  # unassigned meanwhile
+                await self._restart_at(queue, offsets[queue])
+                self._offsets.update(queue, offsets[queue], increase_only=False)
+        await self._offsets.persist(queues)
+
+    def offsets_of(self, topic: str) -> dict[MessageQueue, int]:
+        """The consumed offsets of `topic`'s assigned queues (GET_CONSUMER_STATUS)."""
+        return {
+            queue: state.consumed_offset
+            for queue, state in sorted(self._queues.items())
+            if queue.topic == topic
+        }
 
     # -- offsets ---------------------------------------------------------------------------
 

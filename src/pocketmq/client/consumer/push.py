@@ -447,6 +447,41 @@ class PushConsumer:
 
     # -- offsets ---------------------------------------------------------------------------
 
+    async def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """Reads the queues of `topic` it holds among `offsets` again from those offsets (a
+        broker's RESET_CONSUMER_CLIENT_OFFSET): their pulls stop, messages not yet handed to
+        the listener are dropped, running calls finish without moving the offset, and the
+        new offsets are committed before the pulls start again."""
+        if not self._started:
+            return
+        async with self._rebalance_lock:
+            queues = sorted(q for q in self._queues if q.topic == topic and q in offsets)
+            if not queues or self._offsets is None:
+                return
+            dropped = {queue: self._queues.pop(queue) for queue in queues}
+            for process_queue in dropped.values():
+                process_queue.dropped = True
+            await self._stop_pulls(queues)
+            await self._finish_running(dropped)
+            for queue in queues:
+                self._offsets.update(queue, offsets[queue], increase_only=False)
+            await self._offsets.persist(queues)
+            for queue in queues:
+                self._start_pulling(queue, offsets[queue])
+        log.info(
+            "group %s reads %d queues of %s again from a reset", self.group, len(queues), topic
+        )
+
+    def offsets_of(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets of `topic`'s queues this consumer reads (GET_CONSUMER_STATUS)."""
+        if self._offsets is None:
+            return {}
+        return {
+            queue: self._offsets.current(queue)
+            for queue in sorted(self._queues)
+            if queue.topic == topic and self._offsets.current(queue) >= 0
+        }
+
     async def _persist_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.persist_interval_s)
