@@ -10,7 +10,12 @@ import pytest
 
 from pocketmq.testing import ServerProcess, start_up_process
 from tests.conformance.go_driver import go_driver as build_go_driver
-from tests.conformance.reference import ApacheRocketMQ, ReferenceUnavailable, java_drivers
+from tests.conformance.reference import (
+    SHARED_BROKER_CONFIG,
+    ApacheRocketMQ,
+    ReferenceUnavailable,
+    java_drivers,
+)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +33,9 @@ def apache_rocketmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apache
 @pytest.fixture(scope="session")
 def pocketmq_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     work = tmp_path_factory.mktemp("pocketmq-twin")
-    server = start_up_process(work / "data", work / "pocketmq-up.log")
+    config = work / "broker.properties"
+    config.write_text("".join(f"{key}={value}\n" for key, value in SHARED_BROKER_CONFIG.items()))
+    server = start_up_process(work / "data", work / "pocketmq-up.log", "-c", str(config))
     yield server
     server.stop()
 

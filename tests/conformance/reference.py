@@ -35,6 +35,14 @@ FETCH_TIMEOUT_S = 900
 BOOT_TIMEOUT_S = 120
 SERVER_JVM = ["-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 CLIENT_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+SHARED_BROKER_CONFIG = {
+    # SQL92 selectors are off by default in both.
+    "enablePropertyFilter": "true",
+    # Transaction check-backs within seconds, not the default 30 s.
+    "transactionTimeOut": "1000",
+    "transactionCheckInterval": "1000",
+}
+"""Broker settings both servers run with, so that the scenarios' waits stay short."""
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -102,6 +110,9 @@ def run_java_driver(
         "java",
         *CLIENT_JVM,
         f"-Drocketmq.client.logRoot={log_dir}",
+        # Broadcasting consumers keep their offsets here: one folder per run, so a run against
+        # one server does not resume from offsets another run stored.
+        f"-Drocketmq.client.localOffsetStoreDir={log_dir / 'offsets'}",
         "-cp",
         classpath,
         main,
@@ -162,6 +173,10 @@ class ApacheRocketMQ:
     def namesrv_addr(self) -> str:
         return f"127.0.0.1:{self.namesrv_port}"
 
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
     def start(self) -> None:
         home = self.work / "home"
         store = self.work / "store"
@@ -181,6 +196,7 @@ class ApacheRocketMQ:
                     "mappedFileSizeCommitLog=67108864",
                     "autoCreateTopicEnable=true",
                     "autoCreateSubscriptionGroup=true",
+                    *(f"{key}={value}" for key, value in SHARED_BROKER_CONFIG.items()),
                 ]
             )
             + "\n"

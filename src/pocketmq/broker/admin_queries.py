@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from pocketmq.broker.admin_handlers import SYSTEM_TOPICS, is_system_topic
 from pocketmq.broker.admin_stats import OffsetWrapper, encode_consume_stats
-from pocketmq.broker.clients import ClientRegistry
+from pocketmq.broker.clients import ClientChannel, ClientRegistry
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.groups import SubscriptionGroupTable
 from pocketmq.broker.headers import (
@@ -49,10 +49,13 @@ from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import LanguageCode, RequestCode, ResponseCode
 from pocketmq.common.subscription import SubscriptionData
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel, RequestHandler
 from pocketmq.store.message_store import MessageStore
 
 POP_NOT_SUPPORTED: Final = "POP consumption is not supported yet"
+CLIENT_ANSWER_TIMEOUT_S: Final = 5.0
+"""How long a request passed on to a client may take (RocketMQ's admin waits 5 s too)."""
 
 
 def _compact(document: Any) -> str:
@@ -130,6 +133,8 @@ class AdminQueryHandlers:
         return {
             RequestCode.GET_TOPIC_CONFIG: self.topic_config,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.topic_consumed_by,
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queues,
@@ -178,8 +183,66 @@ class AdminQueryHandlers:
             return error_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist"
             )
+        body = _compact({"connectionSet": self._connections(members.values())}).encode("utf-8")
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    @answers_header_errors()
+    async def consumer_connections(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """GET_CONSUMER_CONNECTION_LIST: the online members of a consumer group, and what the
+        group subscribes to and how it consumes."""
+        group = required_text(request.ext_fields, "consumerGroup")
+        info = self._clients.consumer_groups.get(group)
+        if info is None or not info.clients:
+            return error_response(
+                request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
+        document = {
+            "connectionSet": self._connections(info.clients.values()),
+            "consumeFromWhere": info.consume_from_where.name,
+            "consumeType": info.consume_type.name,
+            "messageModel": info.message_model.name,
+            "subscriptionTable": {
+                topic: subscription_json(sub) for topic, sub in info.subscriptions.items()
+            },
+        }
+        body = _compact(document).encode("utf-8")
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    @answers_header_errors()
+    async def consumer_running_info(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: asks one online consumer how it runs (its queues,
+        offsets, rates, optionally its thread stacks) and passes its answer on."""
+        group = required_text(request.ext_fields, "consumerGroup")
+        client_id = required_text(request.ext_fields, "clientId")
+        info = self._clients.consumer_groups.get(group)
+        member = info.clients.get(client_id) if info else None
+        if member is None:
+            return error_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{group}> <{client_id}> not online",
+            )
+        forwarded = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
+        )
+        try:
+            answer = await member.channel.invoke(forwarded, CLIENT_ANSWER_TIMEOUT_S)
+        except (RemotingError, OSError, TimeoutError) as exc:
+            return error_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"consumer <{group}> <{client_id}> did not answer: {exc}",
+            )
+        return RemotingCommand.response_to(request, answer.code, answer.remark, body=answer.body)
+
+    def _connections(self, members: Iterable[ClientChannel]) -> list[dict[str, Any]]:
+        """RocketMQ's `Connection` of each member: who, from where, in which language."""
         connections = []
-        for member in members.values():
+        for member in members:
             identity = self._identities.get(member.channel)
             connections.append(
                 {
@@ -189,8 +252,7 @@ class AdminQueryHandlers:
                     "version": identity.version if identity else 0,
                 }
             )
-        body = _compact({"connectionSet": connections}).encode("utf-8")
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+        return connections
 
     @answers_header_errors()
     async def topic_consumed_by(

@@ -1,4 +1,5 @@
-"""Handlers for client management: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP.
+"""Handlers for client management: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+CHECK_CLIENT_CONFIG.
 
 They feed the `ClientRegistry`, create what a new consumer group needs (its `%RETRY%` topic),
 and tell the members of a consumer group when its membership changed
@@ -16,6 +17,7 @@ from pocketmq.broker.clients import ClientRegistry, HeartbeatError, parse_heartb
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.common.subscription import SubscriptionError, is_tag_type, parse_subscription
 from pocketmq.common.topic_names import retry_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
@@ -35,8 +37,11 @@ class ClientHandlers:
         clock: Clock,
         on_consumer_group: Callable[[str], Awaitable[None]] | None = None,
         on_topic_created: Callable[[], None] | None = None,
+        *,
+        enable_property_filter: bool = False,
     ) -> None:
         self.registry = registry
+        self._enable_property_filter = enable_property_filter
         # Called after a retry topic was created, so NameServers learn its route at once.
         self._on_topic_created = on_topic_created
         self._topics = topics
@@ -95,6 +100,36 @@ class ClientHandlers:
             )
         body = json.dumps({"consumerIdList": ids}, separators=(",", ":")).encode()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def check_client_config(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """A consumer asks, before it starts, whether this broker can serve its subscription
+        (Java clients ask for every non-TAG expression; a refusal fails their `start()`)."""
+        try:
+            body = json.loads(request.body or b"{}")
+            subscription = body.get("subscriptionData") or {}
+            topic = str(subscription.get("topic") or "")
+            expression = subscription.get("subString")
+            expression_type = subscription.get("expressionType")
+        except (ValueError, AttributeError, UnicodeDecodeError) as exc:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"bad client config body: {exc}"
+            )
+        if is_tag_type(expression_type):
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+        if not self._enable_property_filter:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by "
+                f"{expression_type}: set enablePropertyFilter=true",
+            )
+        try:
+            parse_subscription(topic, expression, expression_type)
+        except SubscriptionError as exc:
+            return RemotingCommand.response_to(request, exc.response_code, str(exc))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def channel_closed(self, channel: Channel) -> None:
         for group in self.registry.remove_channel(channel):

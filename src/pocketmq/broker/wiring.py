@@ -170,6 +170,7 @@ class BrokerWiring:
             clock,
             self.admin_stats.ensure_group if config.auto_create_subscription_group else None,
             topics_changed,
+            enable_property_filter=config.enable_property_filter,
         )
 
     def routes(self) -> dict[int, RequestHandler]:
@@ -207,6 +208,7 @@ class BrokerWiring:
             RequestCode.HEART_BEAT: queries.remember_clients(client_handlers.heartbeat),
             RequestCode.UNREGISTER_CLIENT: client_handlers.unregister,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_handlers.consumer_list,
+            RequestCode.CHECK_CLIENT_CONFIG: client_handlers.check_client_config,
         }
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:
