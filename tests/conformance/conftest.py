@@ -1,5 +1,6 @@
 """The two servers every conformance scenario runs against: Apache RocketMQ (the reference) and
-`pocketmq up`, each started once per test session, each on free loopback ports."""
+`pocketmq up`, on free loopback ports, started once for the conformance tests and stopped after
+them (an idle RocketMQ broker still spends CPU that the rest of the suite needs)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from tests.conformance.reference import (
     ApacheRocketMQ,
     ReferenceUnavailable,
     java_drivers,
+    v5_drivers,
 )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def apache_rocketmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQ]:
     work = tmp_path_factory.mktemp("apache-rocketmq")
     try:
@@ -30,7 +32,7 @@ def apache_rocketmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apache
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def pocketmq_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     work = tmp_path_factory.mktemp("pocketmq-twin")
     config = work / "broker.properties"
@@ -40,7 +42,7 @@ def pocketmq_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def java_classpath() -> str:
     try:
         return java_drivers()
@@ -48,9 +50,18 @@ def java_classpath() -> str:
         pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def go_driver() -> Path:
     try:
         return build_go_driver()
+    except ReferenceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="package")
+def v5_classpath() -> str:
+    """rocketmq-client 5.5.0 and the real mqadmin, with the drivers built on them."""
+    try:
+        return v5_drivers()
     except ReferenceUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -12,44 +12,17 @@ differ, see docs/compatibility.md).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.reference import (
-    CACHE,
-    CLIENT_JVM,
-    JAVA_DIR,
-    ReferenceUnavailable,
-    _digest,
-    fetch_jars,
-)
+from tests.conformance.reference import CLIENT_JVM
 
 TOPIC = "AdminTopic"
 GROUP = "AdminGroup"
 MESSAGES = 8
-
-
-def admin_classpath() -> str:
-    """mqadmin's jars (the server's, which carry rocketmq-tools and rocketmq-client 5.5.0) and
-    the admin driver compiled against them, once."""
-    lib = fetch_jars(JAVA_DIR / "pom-server.xml")
-    sources = sorted((JAVA_DIR / "admin").glob("*.java"))
-    classes = CACHE / f"admin-driver-{_digest(JAVA_DIR / 'pom-server.xml', *sources)}"
-    classpath = f"{lib}/*{os.pathsep}{classes}"
-    if (classes / ".complete").exists():
-        return classpath
-    shutil.rmtree(classes, ignore_errors=True)
-    command = ["javac", "-cp", f"{lib}/*", "-d", str(classes), *map(str, sources)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if done.returncode:
-        raise ReferenceUnavailable(f"compiling the admin driver failed:\n{done.stderr[-3000:]}")
-    (classes / ".complete").touch()
-    return classpath
 
 
 # -- the command lines ---------------------------------------------------------------------------
