@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pocketmq.testing import ServerProcess
+from tests.interop.cpp_harness import MessagesMissingError, bodies, wait_for_bodies
 
 pytestmark = pytest.mark.interop
 
@@ -60,32 +61,6 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, *driv
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{report}")
 
 
-def bodies(*consumers: Any) -> list[str]:
-    return [line["body"] for consumer in consumers for line in consumer.messages()]
-
-
-class MessagesMissingError(AssertionError):
-    """Consumers did not receive every expected message in time."""
-
-
-def wait_for_bodies(expected: set[str], timeout_s: float, *consumers: Any) -> None:
-    """Waits until the consumers together received every body in `expected`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if set(bodies(*consumers)) >= expected:
-            return
-        time.sleep(0.2)
-    missing = sorted(expected - set(bodies(*consumers)))
-    placement = [
-        {q: (min(o), max(o), len(o)) for q, o in sorted(queue_offsets(c).items())}
-        for c in consumers
-    ]
-    raise MessagesMissingError(
-        f"{len(missing)} of {len(expected)} messages not received in {timeout_s} s: "
-        f"{missing[:20]}; per consumer, queue -> (first, last, count) offsets: {placement}"
-    )
-
-
 def send_markers(cpp: Any, namesrv: str, topic: str, queues: int) -> set[str]:
     """Sends one marker to each queue of `topic` (it has `queues`) with the C++ client, after
     everything sent before; returns their bodies.
@@ -97,13 +72,6 @@ def send_markers(cpp: Any, namesrv: str, topic: str, queues: int) -> set[str]:
     producer = cpp("cpp_features.py", ["ordered", namesrv, topic, str(queues), "1"])
     assert producer.finish(timeout_s=120)["sent"] == queues
     return {f"k{key}-0" for key in range(queues)}  # key k goes to queue k
-
-
-def queue_offsets(consumer: Any) -> dict[int, list[int]]:
-    offsets: dict[int, list[int]] = {}
-    for line in consumer.messages():
-        offsets.setdefault(line["queue_id"], []).append(line["queue_offset"])
-    return offsets
 
 
 LOST_MESSAGE_ATTEMPTS = 3

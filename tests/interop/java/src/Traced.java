@@ -1,0 +1,47 @@
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * Conformance scenario: a producer and a push consumer with message trace on (`enableMsgTrace`),
+ * which send their trace records to RMQ_SYS_TRACE_TOPIC beside the messages themselves.
+ *
+ * <p>Usage: Traced NAMESRV TOPIC GROUP
+ */
+public final class Traced {
+  public static void main(String[] args) throws Exception {
+    String namesrv = args[0];
+    String topic = args[1];
+    String group = args[2];
+    DefaultMQProducer producer = new DefaultMQProducer(group + "-producer", true);
+    producer.setNamesrvAddr(namesrv);
+    producer.setSendMsgTimeout(10_000);
+    producer.start();
+    Map<String, Object> transcript = new TreeMap<>();
+    for (int seq = 0; seq < 3; seq++) {
+      Message message = new Message(topic, "traced", "key-" + seq, Drivers.utf8("traced-" + seq));
+      message.putUserProperty("seq", Integer.toString(seq));
+      transcript.put("send-" + seq, producer.send(message).getSendStatus().name());
+    }
+    ConcurrentLinkedQueue<MessageExt> consumed = new ConcurrentLinkedQueue<>();
+    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, true);
+    consumer.setNamesrvAddr(namesrv);
+    consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+    consumer.subscribe(topic, "*");
+    consumer.registerMessageListener(SendKinds.collect(consumed));
+    consumer.start();
+    Drivers.require(() -> consumed.size() >= 3, 60, "3 traced messages");
+    Thread.sleep(500);
+    consumer.shutdown();
+    producer.shutdown();
+    transcript.put("consumed", Drivers.sortedEntries(consumed));
+    Drivers.print(transcript);
+  }
+
+  private Traced() {}
+}
