@@ -50,10 +50,14 @@ COMMANDS: list[tuple[str, str]] = [
     ("statsAll -n {ns} -t {topic}", "named"),
     ("queryMsgByKey -n {ns} -t {topic} -k key-3", "count"),
     ("queryMsgByOffset -n {ns} -t {topic} -b broker-a -i 0 -o 0", "message"),
+    ("queryMsgById -n {ns} -t {topic} -i {{offsetMsgId}}", "message-only"),
+    ("queryMsgByUniqueKey -n {ns} -t {topic} -i {{msgId}}", "message-only"),
     ("printMsg -n {ns} -t {topic}", "bodies"),
     ("printMsgByQueue -n {ns} -t {topic} -a broker-a -i 0", "bodies"),
     ("brokerConsumeStats -n {ns} -b {broker}", "named"),
     ("checkMsgSendRT -n {ns} -t {topic} -a 3 -s 16", "header"),
+    ("sendMessage -n {ns} -t {topic}2 -p hello -k key-x -c TagA", "header"),
+    ("consumeMessage -n {ns} -t {topic} -b broker-a -i 0 -o 0 -c 1", "header"),
     ("allocateMQ -n {ns} -t {topic} -i 127.0.0.1@1,127.0.0.1@2", "all"),
     ("queryCq -n {ns} -t {topic} -q 0 -i 0 -c 2", "all"),
     ("updateKvConfig -n {ns} -s ORDER_TOPIC_CONFIG -k {topic} -v broker-a:4", "all"),
@@ -154,6 +158,9 @@ def _named(line: str) -> bool:
 # Not the keys: which message lands first in queue 0 depends on the producer's random start.
 _MESSAGE_FIELDS = ("Topic:", "Tags:", "Queue ID:", "Queue Offset:", "Reconsume Times:")
 
+# What a message is, without where it went.
+_WHAT_FIELDS = ("Topic:", "Tags:", "Keys:")
+
 _KEEP: dict[str, Callable[[list[str]], list[str]]] = {
     "all": lambda lines: lines,
     "none": lambda lines: [],
@@ -161,6 +168,7 @@ _KEEP: dict[str, Callable[[list[str]], list[str]]] = {
     "count": lambda lines: [f"{len(lines) - 1} rows"],
     "named": lambda lines: [line for line in lines if _named(line)],
     "message": lambda lines: [line for line in lines if line.startswith(_MESSAGE_FIELDS)],
+    "message-only": lambda lines: [line for line in lines if line.startswith(_WHAT_FIELDS)],
     "bodies": lambda lines: sorted(
         line.split(" BODY: ")[-1] for line in lines if " BODY: " in line
     ),

@@ -3,7 +3,13 @@
 for each server what they delivered, lost and delivered twice.
 
 The interop tests once saw this client lose a message of a queue now and then; run here with
-`POCKETMQ_CPP_ROUNDS=N`, the same scenario on the reference tells a client bug from ours.
+`POCKETMQ_CPP_ROUNDS=N`, the same scenario on the reference tells a client bug from ours. In
+4 rounds on each neither lost anything, and both delivered some messages twice (RocketMQ 0,
+160, 0, 32; pocketmq 96, 0, 64, 64), by the same hand-over: the consumer that started first
+takes all 8 queues and consumes a pull or three (32 messages each) from offset 0; the second
+one's rebalance queries the offsets of its half before the first one's rebalance, on
+NOTIFY_CONSUMER_IDS_CHANGED, commits what it consumed there, so it reads them again. That is
+at-least-once delivery, so only losses fail; duplicates are printed.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RemotingClient
 from tests.interop.cpp_harness import (
+    Driver,
     MessagesMissingError,
     bodies,
     drivers,
@@ -86,6 +93,20 @@ async def _wait_routed(namesrv: str, topic: str) -> None:
     raise AssertionError(f"{namesrv} does not route {topic} within {ROUTE_TIMEOUT_S} s")
 
 
+def stop(consumer: Driver, server: str, number: int) -> None:
+    """Stops a consumer; one that aborts in its shutdown (the client's `boost::thread_interrupted`,
+    now and then) has still delivered what it printed, which is what the round counts."""
+    try:
+        consumer.finish()
+    except AssertionError:
+        if consumer.process.poll() is None:
+            raise
+        sys.stdout.write(
+            f"{server} round {number}: a consumer exited {consumer.process.returncode} "
+            f"in its shutdown: {consumer.stderr()[-200:]}\n"
+        )
+
+
 def clustered_round(cpp: Any, server: str, namesrv: str, number: int) -> Figures:
     """Produces 10,000 in mixed mode to a new topic, consumes them with two push consumers of a
     new group started together, and counts."""
@@ -102,8 +123,8 @@ def clustered_round(cpp: Any, server: str, namesrv: str, number: int) -> Figures
         wait_for_bodies(expected, DELIVERY_TIMEOUT_S, first, second)
     except MessagesMissingError as exc:
         sys.stdout.write(f"{server} round {number}: {exc}\n")
-    first.finish()
-    second.finish()
+    for consumer in (first, second):
+        stop(consumer, server, number)
     received = bodies(first, second)
     return Figures(
         server=server,

@@ -13,12 +13,8 @@ from typing import Any
 import pytest
 
 from pocketmq.client.aio import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
-from tests.interop.test_cpp_client import (
-    MessagesMissingError,
-    ServerFactory,
-    create_topic,
-    retry_on_lost_messages,
-)
+from tests.interop.cpp_harness import MessagesMissingError
+from tests.interop.test_cpp_client import ServerFactory, create_topic
 
 pytestmark = pytest.mark.interop
 
@@ -52,57 +48,54 @@ def _our_messages(count: int) -> list[Message]:
 def test_cpp_push_consumer_gets_what_pocketmq_produces(
     run_server: ServerFactory, cpp: Any, tmp_path: Path
 ) -> None:
-    def scenario(work: Path) -> None:
-        up = _start_up(run_server, work)
-        create_topic(up.address, "FromPocketmq", 4)
-        messages = _our_messages(300)
-        batch = [
-            Message("FromPocketmq", f"batch-{i}".encode(), tags="TagBatch", keys=f"b{i}")
-            for i in range(20)
-        ]
+    up = _start_up(run_server, tmp_path)
+    create_topic(up.address, "FromPocketmq", 4)
+    messages = _our_messages(300)
+    batch = [
+        Message("FromPocketmq", f"batch-{i}".encode(), tags="TagBatch", keys=f"b{i}")
+        for i in range(20)
+    ]
 
-        async def produce() -> dict[str, Message]:
-            sent = {}
-            async with Producer("PID_OURS", namesrv=up.address) as producer:
-                for message in messages:
-                    sent[(await producer.send(message)).msg_id] = message
-                result = await producer.send_batch(batch)
-                sent.update(zip(result.msg_id.split(","), batch, strict=True))
-            return sent
+    async def produce() -> dict[str, Message]:
+        sent = {}
+        async with Producer("PID_OURS", namesrv=up.address) as producer:
+            for message in messages:
+                sent[(await producer.send(message)).msg_id] = message
+            result = await producer.send_batch(batch)
+            sent.update(zip(result.msg_id.split(","), batch, strict=True))
+        return sent
 
-        sent = asyncio.run(produce())
-        consumer = cpp(
-            "cpp_peer.py",
-            [
-                "consume",
-                up.address,
-                "CG_CPP_READS_OURS",
-                "FromPocketmq",
-                str(len(sent)),
-                "120",
-                *PROPERTIES,
-            ],
-        )
-        consumer.wait_for("started", 60)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if {line["msg_id"] for line in consumer.messages_by("msg_id")} >= sent.keys():
-                break
-            time.sleep(0.2)
-        got = {line["msg_id"]: line for line in consumer.messages_by("msg_id")}
-        missing = sent.keys() - got.keys()
-        if missing:
-            raise MessagesMissingError(f"{len(missing)} of {len(sent)} not delivered to C++")
-        consumer.finish()
-        for msg_id, message in sent.items():
-            line = got[msg_id]
-            assert bytes.fromhex(line["body_hex"]) == message.body, msg_id
-            assert line["tags"] == message.tags
-            assert line["keys"] == (message.keys_text or "")
-            for name in PROPERTIES:
-                assert line["properties"][name] == message.properties.get(name, ""), name
-
-    retry_on_lost_messages(scenario, tmp_path)
+    sent = asyncio.run(produce())
+    consumer = cpp(
+        "cpp_peer.py",
+        [
+            "consume",
+            up.address,
+            "CG_CPP_READS_OURS",
+            "FromPocketmq",
+            str(len(sent)),
+            "120",
+            *PROPERTIES,
+        ],
+    )
+    consumer.wait_for("started", 60)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if {line["msg_id"] for line in consumer.messages_by("msg_id")} >= sent.keys():
+            break
+        time.sleep(0.2)
+    got = {line["msg_id"]: line for line in consumer.messages_by("msg_id")}
+    missing = sent.keys() - got.keys()
+    if missing:
+        raise MessagesMissingError(f"{len(missing)} of {len(sent)} not delivered to C++")
+    consumer.finish()
+    for msg_id, message in sent.items():
+        line = got[msg_id]
+        assert bytes.fromhex(line["body_hex"]) == message.body, msg_id
+        assert line["tags"] == message.tags
+        assert line["keys"] == (message.keys_text or "")
+        for name in PROPERTIES:
+            assert line["properties"][name] == message.properties.get(name, ""), name
 
 
 class _Received:

@@ -6,7 +6,6 @@ import socket
 import subprocess
 import sys
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -74,106 +73,77 @@ def send_markers(cpp: Any, namesrv: str, topic: str, queues: int) -> set[str]:
     return {f"k{key}-0" for key in range(queues)}  # key k goes to queue k
 
 
-LOST_MESSAGE_ATTEMPTS = 3
-
-
-def retry_on_lost_messages(scenario: Callable[[Path], None], tmp_path: Path) -> None:
-    """Runs `scenario`; when a consumer lost messages, warns with the details and runs it again.
-
-    Now and then (in full runs, about one attempt in five) the C++ push consumer never delivers
-    one message of a queue, most often the first one it should consume after it started (49 of
-    50, 9,999 of 10,000). The broker's DEBUG pull log showed the message served to the consumer
-    that owned the queue, while a start-up rebalance briefly gave the queue to two pull requests;
-    the callback never saw it: the 2018 client, it seems. Each occurrence is a warning in the
-    test report; the same loss in every one of the attempts fails.
-    """
-    for attempt in range(1, LOST_MESSAGE_ATTEMPTS + 1):
-        try:
-            scenario(tmp_path / f"attempt-{attempt}")
-            return
-        except MessagesMissingError as exc:
-            if attempt == LOST_MESSAGE_ATTEMPTS:
-                raise
-            warnings.warn(f"interop: messages lost on attempt {attempt}: {exc}", stacklevel=2)
-
-
 def test_produce_10000_then_clustered_consumers_and_a_pull_consumer_get_everything(
     run_server: ServerFactory, cpp: Any, tmp_path: Path
 ) -> None:
-    def scenario(work: Path) -> None:
-        up = run_server(
-            "up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(work / "up"),
-            name="up",
-        )  # fmt: skip
-        create_topic(up.address, TOPIC, 8)
-        producer = cpp("cpp_produce.py", [up.address, TOPIC, "10000", "--mode", "mixed"])
-        summary = producer.finish(timeout_s=300)
-        assert (summary["sent"], summary["failed"]) == (10000, 0)
-        acked = [line for line in producer.lines if line.get("status") == 0]
-        assert len(acked) == 9000  # every tenth went oneway
-        assert all(len(line["msg_id"]) == 32 for line in acked)
-        expected = {f"body-{i}" for i in range(10000)}
+    up = run_server(
+        "up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path / "up"),
+        name="up",
+    )  # fmt: skip
+    create_topic(up.address, TOPIC, 8)
+    producer = cpp("cpp_produce.py", [up.address, TOPIC, "10000", "--mode", "mixed"])
+    summary = producer.finish(timeout_s=300)
+    assert (summary["sent"], summary["failed"]) == (10000, 0)
+    acked = [line for line in producer.lines if line.get("status") == 0]
+    assert len(acked) == 9000  # every tenth went oneway
+    assert all(len(line["msg_id"]) == 32 for line in acked)
+    expected = {f"body-{i}" for i in range(10000)}
 
-        first = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
-        second = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
-        wait_for_bodies(expected, 120, first, second)
-        first.finish()
-        second.finish()
-        received = bodies(first, second)
-        duplicates = sum(n - 1 for n in Counter(received).values())
-        sys.stdout.write(f"clustering: {len(received)} deliveries, {duplicates} duplicates\n")
-        assert set(received) == expected
-        assert first.messages(), "both group members get queues"
-        assert second.messages(), "both group members get queues"
-        line = first.messages()[0]
-        assert line["keys"].startswith("key-")
-        assert line["tags"] in ("TagA", "TagB")
-        assert line["index"] == line["body"].removeprefix("body-")
+    first = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
+    second = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
+    # No retry on a lost message: tests/conformance/test_cpp_client.py runs this against Apache
+    # RocketMQ and pocketmq and saw none on either (4 rounds each); both deliver a few twice.
+    wait_for_bodies(expected, 120, first, second)
+    first.finish()
+    second.finish()
+    received = bodies(first, second)
+    duplicates = sum(n - 1 for n in Counter(received).values())
+    sys.stdout.write(f"clustering: {len(received)} deliveries, {duplicates} duplicates\n")
+    assert set(received) == expected
+    assert first.messages(), "both group members get queues"
+    assert second.messages(), "both group members get queues"
+    line = first.messages()[0]
+    assert line["keys"].startswith("key-")
+    assert line["tags"] in ("TagA", "TagB")
+    assert line["index"] == line["body"].removeprefix("body-")
 
-        puller = cpp("cpp_pull_consume.py", [up.address, "CG_PULL", TOPIC])
-        pulled = puller.finish(timeout_s=180)
-        assert pulled["received"] == 10000
-        assert set(bodies(puller)) == expected
-
-    retry_on_lost_messages(scenario, tmp_path)
+    puller = cpp("cpp_pull_consume.py", [up.address, "CG_PULL", TOPIC])
+    pulled = puller.finish(timeout_s=180)
+    assert pulled["received"] == 10000
+    assert set(bodies(puller)) == expected
 
 
 def test_committed_offsets_survive_a_broker_restart(
     run_server: ServerFactory, cpp: Any, tmp_path: Path
 ) -> None:
-    def scenario(work: Path) -> None:
-        namesrv = run_server("namesrv", "--port", "0", name="namesrv")
-        broker_args = ["broker", "--port", "0", "--data-dir", str(work / "broker")]
-        broker_args += ["-n", namesrv.address]
-        broker = run_server(*broker_args, name="broker")
-        create_topic(namesrv.address, "OffsetTopic", 4)
-        produced = cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "100"]).finish()
-        assert produced["sent"] == 100
-        args = [namesrv.address, "CG_OFFSETS", "OffsetTopic"]
-        consumer = cpp("cpp_push_consume.py", [*args, "100", "120"])
-        # It stops by itself after 100 messages; its shutdown commits the offsets.
-        assert consumer.finish(timeout_s=150, stop=False)["received"] >= 100
-        assert broker.stop() == 0
-        run_server(*broker_args, name="broker")
-        producer = cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "50", "--start", "100"])
-        assert producer.finish()["sent"] == 50
-        again = cpp("cpp_push_consume.py", [*args, "0", "120"])
-        new = {f"body-{i}" for i in range(100, 150)}
-        try:
-            wait_for_bodies(new, 60, again)
-            # Once the markers are in, anything re-delivered from before the committed
-            # offsets is in too: it comes before them in its queue.
-            markers = send_markers(cpp, namesrv.address, "OffsetTopic", 4)
-            wait_for_bodies(markers, 60, again)
-        except MessagesMissingError as exc:
-            progress = admin(namesrv.address, "consumerProgress", "-g", "CG_OFFSETS")
-            raise MessagesMissingError(f"{exc}\n{progress}") from None
-        again.finish()
-        assert set(bodies(again)) - markers == new, (
-            "messages before the committed offsets came again"
-        )
-
-    retry_on_lost_messages(scenario, tmp_path)
+    namesrv = run_server("namesrv", "--port", "0", name="namesrv")
+    broker_args = ["broker", "--port", "0", "--data-dir", str(tmp_path / "broker")]
+    broker_args += ["-n", namesrv.address]
+    broker = run_server(*broker_args, name="broker")
+    create_topic(namesrv.address, "OffsetTopic", 4)
+    produced = cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "100"]).finish()
+    assert produced["sent"] == 100
+    args = [namesrv.address, "CG_OFFSETS", "OffsetTopic"]
+    consumer = cpp("cpp_push_consume.py", [*args, "100", "120"])
+    # It stops by itself after 100 messages; its shutdown commits the offsets.
+    assert consumer.finish(timeout_s=150, stop=False)["received"] >= 100
+    assert broker.stop() == 0
+    run_server(*broker_args, name="broker")
+    producer = cpp("cpp_produce.py", [namesrv.address, "OffsetTopic", "50", "--start", "100"])
+    assert producer.finish()["sent"] == 50
+    again = cpp("cpp_push_consume.py", [*args, "0", "120"])
+    new = {f"body-{i}" for i in range(100, 150)}
+    try:
+        wait_for_bodies(new, 60, again)
+        # Once the markers are in, anything re-delivered from before the committed
+        # offsets is in too: it comes before them in its queue.
+        markers = send_markers(cpp, namesrv.address, "OffsetTopic", 4)
+        wait_for_bodies(markers, 60, again)
+    except MessagesMissingError as exc:
+        progress = admin(namesrv.address, "consumerProgress", "-g", "CG_OFFSETS")
+        raise MessagesMissingError(f"{exc}\n{progress}") from None
+    again.finish()
+    assert set(bodies(again)) - markers == new, "messages before the committed offsets came again"
 
 
 def test_broadcasting_delivers_everything_to_each_instance(

@@ -69,7 +69,9 @@ class ClientHandlers:
         changed = self.registry.heartbeat(data, channel, now_ms)
         for group in changed:
             log.info("consumer group %s changed: %s", group, self.registry.consumer_ids(group))
-            self.notify_group_changed(group, but=channel)  # it rebalances after this anyway
+            # The newcomer too, as RocketMQ does: its own first rebalance may have run before
+            # this heartbeat registered it, and would otherwise wait for the next period.
+            self.notify_group_changed(group)
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,

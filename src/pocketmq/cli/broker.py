@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             server = BrokerServer(broker_config, store_config)
         except BrokerConfigError as exc:
-            raise StartupError(str(exc)) from None
+            raise StartupError(str(exc), status=2) from None
 
         async def start() -> str:
             try:

@@ -27,7 +27,12 @@ _BIND_ADDRESS_PORT = re.compile(r"\(\s*'[^']*',\s*(\d+)\s*\)")
 
 
 class StartupError(Exception):
-    """A server cannot start for a reason the operator can fix; the message says how."""
+    """A server cannot start for a reason the operator can fix; the message says how.
+    `status` is the exit status: 2 for a setting that can never work, 1 otherwise."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def describe_bind_error(error: OSError, what: str, port: int, fix: str) -> str | None:
@@ -122,7 +127,7 @@ def run_server(main: Callable[[], Coroutine[Any, Any, None]], name: str = "pocke
         return 2
     except StartupError as exc:
         _say(name, str(exc))
-        return 1
+        return exc.status
     except KeyboardInterrupt:
         pass
     return 0

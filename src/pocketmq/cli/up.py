@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 try:
                     broker = BrokerServer(config, store)
                 except BrokerConfigError as exc:
-                    raise StartupError(str(exc)) from None
+                    raise StartupError(str(exc), status=2) from None
                 try:
                     await broker.start()
                 except OSError as exc:

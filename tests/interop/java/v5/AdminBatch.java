@@ -14,6 +14,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
@@ -25,7 +26,8 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * remoting API), sends COUNT messages with keys and tags and waits until they are consumed; the
  * clients stay online while the commands run.
  *
- * <p>Each line of COMMANDS_FILE is one command line, its words separated by tabs. Prints one JSON
+ * <p>Each line of COMMANDS_FILE is one command line, its words separated by tabs; {msgId} and
+ * {offsetMsgId} stand for the ids of the last message sent. Prints one JSON
  * list: for each command line in order, what it printed to stdout and to stderr.
  *
  * <p>Usage: AdminBatch NAMESRV TOPIC GROUP COUNT COMMANDS_FILE
@@ -42,10 +44,11 @@ public final class AdminBatch {
     producer.setNamesrvAddr(namesrv);
     producer.setSendMsgTimeout(10_000);
     producer.start();
+    SendResult last = null;
     for (int i = 0; i < count; i++) {
       Message message =
           new Message(topic, "TagA", "key-" + i, ("body-" + i).getBytes(StandardCharsets.UTF_8));
-      producer.send(message);
+      last = producer.send(message);
     }
     AtomicInteger consumed = new AtomicInteger();
     DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
@@ -79,6 +82,8 @@ public final class AdminBatch {
         continue;
       }
       long started = System.nanoTime();
+      // The ids of the last message sent, for the commands that look one up.
+      line = line.replace("{msgId}", last.getMsgId()).replace("{offsetMsgId}", last.getOffsetMsgId());
       ByteArrayOutputStream stdout = new ByteArrayOutputStream();
       ByteArrayOutputStream stderr = new ByteArrayOutputStream();
       System.setOut(new PrintStream(stdout, true, "UTF-8"));
