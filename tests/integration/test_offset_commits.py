@@ -14,7 +14,7 @@ from pocketmq.client.admin import AdminClient, TopicSettings
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingClient
-from pocketmq.testing import start_up_process
+from pocketmq.testing import async_wait_until, start_up_process
 from pocketmq.testing.cluster import InProcessCluster
 
 TOPIC = "CommitTopic"
@@ -96,46 +96,56 @@ def test_a_pull_commit_never_moves_an_offset_back(pocketmq_cluster: InProcessClu
     assert asyncio.run(scenario()) == [100, 120, 120, 10, 30]
 
 
-def test_a_registering_consumer_is_not_told_of_its_own_arrival(
+def test_every_member_the_newcomer_included_is_told_of_a_change(
     pocketmq_cluster: InProcessCluster,
 ) -> None:
+    """As RocketMQ's broker does: a consumer whose first rebalance ran before its heartbeat
+    registered it would otherwise wait for its next periodic rebalance (20 s)."""
     address = pocketmq_cluster.broker_addr
 
     async def scenario() -> dict[str, list[str]]:
         await _create_topic(pocketmq_cluster.namesrv_addr)
-        phase = "joining"
         notices: dict[str, list[str]] = {"first": [], "second": []}
-        notified = {"first": asyncio.Event(), "second": asyncio.Event()}
+        phase = "first joins"
 
         def on_notify(name: str) -> Any:
             async def handle(request: RemotingCommand, channel: Channel) -> None:
                 notices[name].append(phase)
-                notified[name].set()
 
             return {RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: handle}
+
+        async def told(first: int, second: int) -> None:
+            await async_wait_until(
+                lambda: (len(notices["first"]), len(notices["second"])) == (first, second),
+                timeout_s=5,
+                what=f"{first} and {second} notices",
+            )
 
         first, second = RemotingClient(on_notify("first")), RemotingClient(on_notify("second"))
         try:
             ok = ResponseCode.SUCCESS
             assert (await first.invoke(address, _heartbeat("10.0.0.1@first"), 5)).code == ok
+            await told(1, 0)
+            phase = "second joins"
             assert (await second.invoke(address, _heartbeat("10.0.0.2@second"), 5)).code == ok
-            await asyncio.wait_for(notified["first"].wait(), 5)  # the second's arrival
-            # Notices of the arrival went out before this: any to the second would be here.
-            phase = "leaving"
+            await told(2, 1)
+            phase = "first leaves"
             leave = RemotingCommand.request(
                 RequestCode.UNREGISTER_CLIENT,
                 {"clientID": "10.0.0.1@first", "consumerGroup": GROUP},
             )
             assert (await first.invoke(address, leave, 5)).code == ok
-            await asyncio.wait_for(notified["second"].wait(), 5)  # the first's departure
+            await told(2, 2)
         finally:
             await first.close()
             await second.close()
         return notices
 
     notices = asyncio.run(scenario())
-    assert notices["first"] == ["joining"]  # the second's arrival, not its own
-    assert notices["second"] == ["leaving"]  # the first's departure, not its own arrival
+    assert notices == {
+        "first": ["first joins", "second joins"],
+        "second": ["second joins", "first leaves"],
+    }
 
 
 def test_an_acknowledged_offset_commit_survives_a_broker_kill(tmp_path: Path) -> None:

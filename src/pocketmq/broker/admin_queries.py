@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pocketmq.broker.admin_handlers import SYSTEM_TOPICS, is_system_topic
-from pocketmq.broker.admin_stats import OffsetWrapper, encode_consume_stats
+from pocketmq.broker.admin_stats import OffsetWrapper, encode_consume_stats, offset_row
 from pocketmq.broker.clients import ClientChannel, ClientRegistry
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.groups import SubscriptionGroupTable
@@ -305,22 +305,10 @@ class AdminQueryHandlers:
                 continue
             if online is not None and online.subscriptions and topic not in online.subscriptions:
                 continue
-            rows = []
-            for queue_id in range(config.write_queue_nums):
-                broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
-                committed = self._offsets.query(group, topic, queue_id)
-                consumer_offset = max(committed if committed is not None else 0, 0)
-                stamp = 0
-                if consumer_offset > 0:
-                    stamp = max(
-                        store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1), 0
-                    )
-                rows.append(
-                    OffsetWrapper(
-                        topic, queue_id, broker_offset, consumer_offset, consumer_offset, stamp
-                    )
-                )
-            yield rows
+            yield [
+                offset_row(store, self._offsets, group, topic, queue_id)
+                for queue_id in range(config.write_queue_nums)
+            ]
 
     async def clean_expired_consume_queues(
         self, request: RemotingCommand, channel: Channel

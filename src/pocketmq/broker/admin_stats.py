@@ -135,6 +135,20 @@ class OffsetWrapper:
     last_timestamp_ms: int
 
 
+def offset_row(
+    store: MessageStore, offsets: ConsumerOffsetTable, group: str, topic: str, queue_id: int
+) -> OffsetWrapper:
+    """A group's row for one queue: the queue's end, the group's committed offset, and when
+    the last message it consumed was stored."""
+    broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
+    committed = offsets.query(group, topic, queue_id)
+    consumer_offset = max(committed if committed is not None else 0, 0)
+    stamp = 0
+    if consumer_offset > 0:
+        stamp = max(store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1), 0)
+    return OffsetWrapper(topic, queue_id, broker_offset, consumer_offset, consumer_offset, stamp)
+
+
 def encode_consume_stats(
     broker_name: str, rows: Sequence[OffsetWrapper], consume_tps: float = 0.0
 ) -> bytes:
@@ -245,25 +259,15 @@ class AdminStatsHandlers:
         else:
             wanted = self._offsets.topics_of_group(group)
         store = self._store
-        rows = []
+        rows: list[OffsetWrapper] = []
         for topic in sorted(wanted):
             config = self._topics.get(topic)
             if config is None:
                 continue
-            for queue_id in range(config.read_queue_nums):
-                broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
-                committed = self._offsets.query(group, topic, queue_id)
-                consumer_offset = max(committed if committed is not None else 0, 0)
-                stamp = 0
-                if consumer_offset > 0:
-                    stamp = max(
-                        store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1), 0
-                    )
-                rows.append(
-                    OffsetWrapper(
-                        topic, queue_id, broker_offset, consumer_offset, consumer_offset, stamp
-                    )
-                )
+            rows.extend(
+                offset_row(store, self._offsets, group, topic, queue_id)
+                for queue_id in range(config.read_queue_nums)
+            )
         body = encode_consume_stats(self._broker_name, rows)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
