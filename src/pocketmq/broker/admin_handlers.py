@@ -25,17 +25,7 @@ from pocketmq.broker.headers import (
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.topic_names import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TIMER_TOPIC,
-    TRANSACTION_CHECK_MAX_TIME_TOPIC,
-    TRANSACTION_HALF_TOPIC,
-    TRANSACTION_OP_HALF_TOPIC,
-    TopicError,
-)
+from pocketmq.common.topic_names import TopicError, is_system_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RequestHandler
 from pocketmq.runtime.clock import Clock
@@ -50,30 +40,6 @@ def _int_field(ext_fields: Mapping[str, str], name: str, default: str) -> int:
         return int(ext_fields.get(name, default))
     except ValueError as exc:
         raise HeaderError(str(exc)) from None
-
-
-SYSTEM_TOPICS: Final = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        SCHEDULE_TOPIC,
-        TIMER_TOPIC,
-        TRANSACTION_HALF_TOPIC,
-        TRANSACTION_OP_HALF_TOPIC,
-        TRANSACTION_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        "BenchmarkTest",
-        "RMQ_SYS_TRACE_TOPIC",
-        "CHECKPOINT_TOPIC",
-    }
-)
-"""RocketMQ 5's `TopicValidator.SYSTEM_TOPIC_SET`: topics the broker itself depends on."""
-SYSTEM_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")
-
-
-def is_system_topic(topic: str) -> bool:
-    """`TopicValidator.isSystemTopic`, plus the upper-case `RMQ_SYS_` family pocketmq uses."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 def _forced(ext_fields: Mapping[str, str]) -> bool:

@@ -31,9 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pocketmq.broker.admin_handlers import SYSTEM_TOPICS, is_system_topic
 from pocketmq.broker.admin_stats import OffsetWrapper, encode_consume_stats, offset_row
-from pocketmq.broker.clients import ClientChannel, ClientRegistry
+from pocketmq.broker.clients import CLIENT_ANSWER_TIMEOUT_S, ClientChannel, ClientRegistry
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.groups import SubscriptionGroupTable
 from pocketmq.broker.headers import (
@@ -48,14 +47,13 @@ from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import LanguageCode, RequestCode, ResponseCode
 from pocketmq.common.subscription import SubscriptionData
+from pocketmq.common.topic_names import SYSTEM_TOPIC_SET, is_system_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel, RequestHandler
 from pocketmq.store.message_store import MessageStore
 
 POP_NOT_SUPPORTED: Final = "POP consumption is not supported yet"
-CLIENT_ANSWER_TIMEOUT_S: Final = 5.0
-"""How long a request passed on to a client may take (RocketMQ's admin waits 5 s too)."""
 
 
 def _compact(document: Any) -> str:
@@ -378,7 +376,7 @@ class AdminQueryHandlers:
         """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: RocketMQ's system topics and this broker's own
         (its cluster and broker name topics, `rmq_sys_` topics it created)."""
         own = {self._config.broker_cluster_name, self._config.broker_name}
-        topics = set(SYSTEM_TOPICS)
+        topics = set(SYSTEM_TOPIC_SET)
         topics |= {name for name in self._topics.topics if is_system_topic(name) or name in own}
         body = _compact({"topicList": sorted(topics)}).encode("utf-8")
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)

@@ -28,6 +28,9 @@ from pocketmq.common.subscription import SubscriptionData, SubscriptionError, pa
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_TIMEOUT_MS: Final = 120_000
+CLIENT_ANSWER_TIMEOUT_S: Final = 5.0
+"""How long the broker waits for a client to answer a request it sends it (its running info,
+its offsets): RocketMQ's `Broker2Client` waits 5 s too."""
 
 
 class HeartbeatError(ValueError):

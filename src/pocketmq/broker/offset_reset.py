@@ -34,9 +34,9 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from pocketmq.broker.clients import ClientRegistry
+from pocketmq.broker.clients import CLIENT_ANSWER_TIMEOUT_S, ClientRegistry
 from pocketmq.broker.groups import SubscriptionGroupTable
 from pocketmq.broker.headers import (
     answers_header_errors,
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
     from pocketmq.remoting.transport import Channel, RequestHandler
 
 log = logging.getLogger(__name__)
-
-CLIENT_STATUS_TIMEOUT_S: Final = 5.0
-"""How long a member may take to report its offsets (`getConsumeStatus` waits 5 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +287,7 @@ async def _client_offsets(channel: Any, topic: str, group: str) -> str | None:
         RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": topic, "group": group}
     )
     try:
-        response = await channel.invoke(request, CLIENT_STATUS_TIMEOUT_S)
+        response = await channel.invoke(request, CLIENT_ANSWER_TIMEOUT_S)
     except (RemotingError, ConnectionError, TimeoutError) as exc:
         log.warning("consumer status of %s: %s", channel.remote_address, exc)
         return None

@@ -29,8 +29,7 @@ from pocketmq.common.topic_names import (
     validate_topic_name,
 )
 
-SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
-SYSTEM_TOPICS: Final = {
+BUILT_IN_TOPICS: Final = {
     SCHEDULE_TOPIC: 18,
     TRANSACTION_HALF_TOPIC: 1,
     TRANSACTION_OP_HALF_TOPIC: 1,
@@ -39,6 +38,7 @@ SYSTEM_TOPICS: Final = {
     SELF_TEST_TOPIC: 1,
     OFFSET_MOVED_EVENT: 1,
 }
+"""The topics every broker creates at start, with their queue counts."""
 
 
 class TopicFilterType(enum.Enum):
@@ -128,7 +128,7 @@ class TopicTable:
         self.load(document, now_ms)
 
     def _create_system_topics(self, now_ms: int) -> None:
-        for name, queues in SYSTEM_TOPICS.items():
+        for name, queues in BUILT_IN_TOPICS.items():
             self.topics.setdefault(name, TopicConfig(name, queues, queues))
         if self._auto_create:
             self.topics.setdefault(

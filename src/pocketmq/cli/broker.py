@@ -10,8 +10,8 @@ from pocketmq.broker.server import BrokerConfigError, BrokerServer
 from pocketmq.cli.serving import (
     StartupError,
     apply_config_file,
+    bind_failure,
     check_data_dir,
-    describe_bind_error,
     run_server,
     serve_until_signalled,
 )
@@ -59,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 fix = "--port N or listenPort=N (0 picks a free port)"
                 port = broker_config.listen_port
-                problem = describe_bind_error(exc, "broker port", port, fix)
-                if problem is None:
-                    problem = f"broker cannot start: {exc.strerror or exc}"
-                raise StartupError(problem) from None
+                raise bind_failure(exc, "broker port", port, fix) from None
             return f"broker {broker_config.broker_name} ready at {server.address}"
 
         await serve_until_signalled(start, server.stop)

@@ -6,9 +6,8 @@ import argparse
 from typing import Any
 
 from pocketmq.cli.serving import (
-    StartupError,
     apply_config_file,
-    describe_bind_error,
+    bind_failure,
     run_server,
     serve_until_signalled,
 )
@@ -37,10 +36,7 @@ def run(args: argparse.Namespace) -> int:
                 port = await server.start()
             except OSError as exc:
                 fix = "--port N or listenPort=N (0 picks a free port)"
-                problem = describe_bind_error(exc, "NameServer port", config.listen_port, fix)
-                if problem is None:
-                    problem = f"NameServer cannot start: {exc.strerror or exc}"
-                raise StartupError(problem) from None
+                raise bind_failure(exc, "NameServer port", config.listen_port, fix) from None
             return f"namesrv ready at 127.0.0.1:{port}"
 
         await serve_until_signalled(start, server.stop)

@@ -35,8 +35,8 @@ class StartupError(Exception):
         self.status = status
 
 
-def describe_bind_error(error: OSError, what: str, port: int, fix: str) -> str | None:
-    """The one line for a listening socket that could not be opened, or None for other errors.
+def bind_failure(error: OSError, what: str, port: int, fix: str) -> StartupError:
+    """The one-line startup error for a listener that could not be opened.
 
     Args:
         error: what `start` raised.
@@ -44,6 +44,14 @@ def describe_bind_error(error: OSError, what: str, port: int, fix: str) -> str |
         port: the port that was asked for.
         fix: how to move it, e.g. "--namesrv-port N (0 picks a free port)".
     """
+    described = _port_in_use(error, what, port, fix)
+    if described is None:
+        described = f"{what} {port}: cannot start ({error.strerror or error})"
+    return StartupError(described)
+
+
+def _port_in_use(error: OSError, what: str, port: int, fix: str) -> str | None:
+    """The one line for a port already in use (see `bind_failure`), or None for other errors."""
     if error.errno != errno.EADDRINUSE and "address already in use" not in str(error):
         return None
     found = _BIND_ADDRESS_PORT.search(str(error))

@@ -25,8 +25,8 @@ from pocketmq.broker.server import BrokerConfigError, BrokerServer
 from pocketmq.cli.serving import (
     StartupError,
     apply_config_file,
+    bind_failure,
     check_data_dir,
-    describe_bind_error,
     run_server,
     serve_until_signalled,
 )
@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 port = await namesrv.start()
             except OSError as exc:
                 fix = "--namesrv-port N (0 picks a free port)"
-                problem = _bind_problem(exc, "NameServer port", args.namesrv_port, fix)
-                raise StartupError(problem) from None
+                raise bind_failure(exc, "NameServer port", args.namesrv_port, fix) from None
             used = f"127.0.0.1:{port}"
             _maybe_warn_namesrv_addr(args.config, from_file, used)
             broker_config.namesrv_addr = used
@@ -119,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     fix = "--broker-port N (0 picks a free port)"
                     what = f"broker {config.broker_name} port"
-                    problem = _bind_problem(exc, what, config.listen_port, fix)
-                    raise StartupError(problem) from None
+                    raise bind_failure(exc, what, config.listen_port, fix) from None
                 brokers.append(broker)
             slaves = "".join(f", slave {b.config.broker_id} {b.address}" for b in brokers[1:])
             return (
@@ -140,14 +138,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 BROKER_PORT_DEFAULT = 10911
-
-
-def _bind_problem(error: OSError, what: str, port: int, fix: str) -> str:
-    described = describe_bind_error(error, what, port, fix)
-    if described is not None:
-        return described
-    reason = error.strerror or str(error)
-    return f"{what} {port}: cannot start ({reason})"
 
 
 def _store_dir_fix(args: argparse.Namespace, from_file: dict[str, str]) -> str:

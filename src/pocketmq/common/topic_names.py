@@ -48,6 +48,31 @@ TRANSACTION_RECORD_TOPICS: Final = frozenset(
 """Where a transaction's own records live: a half waits for its end (its delay or timer applies
 to the committed message), an op record is not a message, a discarded half is kept, not
 delivered; none of them is ever delayed."""
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+CHECKPOINT_TOPIC: Final = "CHECKPOINT_TOPIC"
+SYSTEM_TOPIC_SET: Final = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SCHEDULE_TOPIC,
+        TIMER_TOPIC,
+        *TRANSACTION_RECORD_TOPICS,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        BENCHMARK_TOPIC,
+        TRACE_TOPIC,
+        CHECKPOINT_TOPIC,
+    }
+)
+"""RocketMQ 5's `TopicValidator.SYSTEM_TOPIC_SET`: topics the broker itself depends on."""
+SYSTEM_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")
+
+
+def is_system_topic(topic: str) -> bool:
+    """`TopicValidator.isSystemTopic`, plus the upper-case `RMQ_SYS_` family pocketmq uses."""
+    return topic in SYSTEM_TOPIC_SET or topic.startswith(SYSTEM_TOPIC_PREFIXES)
+
+
 TRANSACTION_CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
 """The group whose consumer offsets track the half and op queues."""
 

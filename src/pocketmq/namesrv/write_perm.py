@@ -20,6 +20,7 @@ RocketMQ's behaviour too. Adding the permission sets every queue data of the gro
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.namesrv.route_table import RouteTable
@@ -42,28 +43,23 @@ class WritePermHandlers:
         }
 
     async def wipe_write_perm(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        broker_name = request.ext_fields.get("brokerName")
-        if not broker_name:
-            return _missing_broker_name(request)
-        count = self.table.wipe_write_perm(broker_name)
-        log.warning("wiped write perm of broker %s on %d topic(s)", broker_name, count)
-        return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)}
-        )
+        return self._change(request, self.table.wipe_write_perm, "wiped", "wipeTopicCount")
 
     async def add_write_perm(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        return self._change(request, self.table.add_write_perm, "added", "addTopicCount")
+
+    @staticmethod
+    def _change(
+        request: RemotingCommand, change: Callable[[str], int], done: str, count_field: str
+    ) -> RemotingCommand:
         broker_name = request.ext_fields.get("brokerName")
         if not broker_name:
-            return _missing_broker_name(request)
-        count = self.table.add_write_perm(broker_name)
-        log.warning("added write perm of broker %s on %d topic(s)", broker_name, count)
+            # RocketMQ's header check (@CFNotNull) fails the request with this as SYSTEM_ERROR.
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, "the custom field <brokerName> is null"
+            )
+        count = change(broker_name)
+        log.warning("%s write perm of broker %s on %d topic(s)", done, broker_name, count)
         return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS, ext_fields={"addTopicCount": str(count)}
+            request, ResponseCode.SUCCESS, ext_fields={count_field: str(count)}
         )
-
-
-def _missing_broker_name(request: RemotingCommand) -> RemotingCommand:
-    # RocketMQ's header check (@CFNotNull) fails the request with this text as SYSTEM_ERROR.
-    return RemotingCommand.response_to(
-        request, ResponseCode.SYSTEM_ERROR, "the custom field <brokerName> is null"
-    )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.broker.admin_handlers import is_system_topic
 from pocketmq.cli.admin import check_command_name
 from pocketmq.cli.main import build_parser
 from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
+from pocketmq.common.topic_names import is_system_topic
 
 
 @pytest.mark.parametrize("command", ["updateAclConfig", "statsAll", "createUser", "haStatus"])
