@@ -88,12 +88,7 @@ def test_delay_levels_then_retries_then_the_dead_letter_queue(
 ) -> None:
     args = ["DelayTopic", "delay-retry-dlq"]
     reference, ours = run_both("DelayRetryDlq", args, servers, java_classpath, tmp_path)
-    assert set(reference["waitedASecond"].items()) == {
-        ("0", True),
-        ("1", False),
-        ("2", True),
-        ("3", False),
-    }
+    assert reference["waitedASecond"] == {"0": True, "2": True}
     # maxReconsumeTimes 2: the first try and two retries, then the dead-letter queue.
     assert set(map(tuple, reference["tries"].values())) == {(0, 1, 2)}
     assert {entry["topic"] for entry in reference["deadLetters"]} == {"%DLQ%delay-retry-dlq"}
