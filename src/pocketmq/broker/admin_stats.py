@@ -210,6 +210,7 @@ class AdminStatsHandlers:
         self.groups = SubscriptionGroupTable()
         self.groups.load(store.metadata_documents.get("subscriptionGroup.json"))
         self._save_lock = asyncio.Lock()
+        self._saves: set[asyncio.Task[None]] = set()
 
     def routes(self) -> dict[int, RequestHandler]:
         """The request codes these handlers answer, for the server's dispatch table."""
@@ -327,6 +328,12 @@ class AdminStatsHandlers:
         self.groups.groups.clear()
         self.groups.load(document)
         await self._save_groups()
+
+    def groups_changed(self) -> None:
+        """The group table was replaced from elsewhere (a DLedger log): saves it soon."""
+        task = asyncio.get_running_loop().create_task(self._save_groups())
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
 
     async def _save_groups(self) -> None:
         async with self._save_lock:

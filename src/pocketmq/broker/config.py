@@ -57,6 +57,14 @@ class BrokerConfig:
     transaction_timeout_ms: int = key("transactionTimeOut", 6_000)
     transaction_check_max: int = key("transactionCheckMax", 15)
     transaction_check_interval_ms: int = key("transactionCheckInterval", 30_000)
+    # DLedger mode: the CommitLog replicated by Raft across the group's replicas (`dledger/`).
+    enable_dleger_commit_log: bool = key("enableDLegerCommitLog", False)
+    dleger_group: str = key("dLegerGroup", "")
+    dleger_peers: str = key("dLegerPeers", "")
+    dleger_self_id: str = key("dLegerSelfId", "")
+    preferred_leader_id: str = key("preferredLeaderId", "")
+    dleger_heartbeat_interval_ms: int = key("dLegerHeartBeatIntervalMs", 100, minimum=10)
+    dleger_election_timeout_ms: int = key("dLegerElectionTimeoutMs", 800, minimum=50)
     recall_message_enable: bool = key("recallMessageEnable", False)
     allow_recall_when_broker_not_writeable: bool = key("allowRecallWhenBrokerNotWriteable", True)
 

@@ -124,6 +124,8 @@ class DelayDelivery:
     def start(self) -> None:
         """Starts the delivery task on the running loop."""
         assert self._task is None, "started twice"
+        # Every start resumes: a new DLedger leader checks for deliveries its offsets missed.
+        self._resuming = set(range(1, self.levels.max_level + 1))
         self._task = asyncio.get_running_loop().create_task(self._run(), name="delay-delivery")
 
     async def stop(self) -> None:

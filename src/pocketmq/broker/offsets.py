@@ -11,6 +11,7 @@ and on stop, and saves the snapshot off the loop.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ class ConsumerOffsetTable:
         # Commits taken since the last `replace_all`: on a slave, progress made while the
         # master was away, to hand back to it.
         self._committed_here: set[tuple[str, str, int]] = set()
+        self.listener: Callable[[tuple[Any, ...]], None] | None = None
+        """Told of each commit and removal (a DLedger leader replicates them)."""
 
     def load(self, document: Any) -> None:
         if not isinstance(document, dict):
@@ -77,6 +80,8 @@ class ConsumerOffsetTable:
         self._table.setdefault((topic, group), {})[queue_id] = offset
         self._committed_here.add((topic, group, queue_id))
         self.changed = True
+        if self.listener is not None:
+            self.listener(("commit", group, topic, queue_id, offset))
 
     def advance(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
         """Commits `offset` unless the committed one is already further; True if it did.
@@ -122,8 +127,12 @@ class ConsumerOffsetTable:
         for key in [k for k in self._table if k[1] == group]:
             del self._table[key]
             self.changed = True
+        if self.listener is not None:
+            self.listener(("remove_group", group))
 
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self._table if k[0] == topic]:
             del self._table[key]
             self.changed = True
+        if self.listener is not None:
+            self.listener(("remove_topic", topic))

@@ -15,7 +15,7 @@ import json
 import logging
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -86,6 +86,24 @@ class NameServerRegistrar:
         self.registered: dict[str, bool] = {}
         self.refusals: dict[str, str] = {}
         """NameServer -> its last refusal (`code N remark`), until it accepts again."""
+        self._state_version: int | None = None
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        return self._identity
+
+    def retarget(self, broker_id: int, state_version: int) -> None:
+        """Registers from now on as `broker_id`, with `state_version` in the topics' data
+        version: a DLedger replica's role and term (NameServers keep a master slot for the
+        highest state version, so a deposed leader cannot take it back)."""
+        if broker_id != self._identity.broker_id:
+            log.info(
+                "registering as brokerId %d of %s from now on",
+                broker_id,
+                self._identity.broker_name,
+            )
+        self._identity = replace(self._identity, broker_id=broker_id)
+        self._state_version = state_version
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="namesrv-register")
@@ -98,7 +116,11 @@ class NameServerRegistrar:
         await asyncio.gather(*(self._register(address) for address in self.addresses))
 
     async def _register(self, address: str) -> None:
-        request = register_request(self._identity, self._topics_document())
+        document = self._topics_document()
+        if self._state_version is not None:
+            version = {**document.get("dataVersion", {}), "stateVersion": self._state_version}
+            document = {**document, "dataVersion": version}
+        request = register_request(self._identity, document)
         try:
             response = await self._client.invoke(address, request, self._timeout_s)
         except (RemotingError, OSError) as exc:

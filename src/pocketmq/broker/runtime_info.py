@@ -19,10 +19,12 @@ def runtime_table(
     pulled_messages: int,
     delay_delivery: DelayDelivery | None,
     timer_store: TimerMessageStore | None,
+    role: str | None = None,
 ) -> dict[str, str]:
+    """`role` replaces `brokerRole` where it changes at run time (a DLedger replica)."""
     return {
         "brokerVersionDesc": "pocketmq",
-        "brokerRole": config.broker_role.value,
+        "brokerRole": role or config.broker_role.value,
         "bootTimestamp": str(started_ms),
         "commitLogMinOffset": str(store.min_phy_offset),
         "commitLogMaxOffset": str(store.max_phy_offset),

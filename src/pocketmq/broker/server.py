@@ -19,9 +19,13 @@ from typing import Any, Final
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.dledger.metadata import MetadataTables
+from pocketmq.broker.dledger.replica import DLedgerReplica
+from pocketmq.broker.dledger.settings import DLedgerConfigError, DLedgerSettings
 from pocketmq.broker.ha.metadata_sync import slave_metadata_sync
 from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import MetadataSync
+from pocketmq.broker.master_services import MasterServices
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.persistence import MetadataPersistence
 from pocketmq.broker.queue_locks import QueueLockTable
@@ -29,17 +33,17 @@ from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
 from pocketmq.broker.runtime_info import runtime_table
 from pocketmq.broker.schedule import DelayLevelError, DelayLevels, parse_delay_levels
 from pocketmq.broker.topics import TopicTable
-from pocketmq.broker.transaction.check_service import TransactionCheckService
 from pocketmq.broker.wiring import (
     BrokerWiring,
     build_put_path,
     build_store,
     load_delayed_services,
 )
+from pocketmq.raft.node import NotLeaderError, ProposalLostError
 from pocketmq.remoting.transport import RemotingClient, RemotingServer
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
-from pocketmq.store.config import MessageStoreConfig
+from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.timer import TimerMessageStore
 
@@ -112,9 +116,16 @@ class BrokerServer:
             raise BrokerConfigError(str(exc)) from None
         self.delay_delivery: DelayDelivery | None = None
         self.timer_store: TimerMessageStore | None = None
-        self.transaction_checks: TransactionCheckService | None = None
+        self.master_services: MasterServices | None = None
         self.registrar: NameServerRegistrar | None = None
         self.replica = ReplicaRole(config.broker_role, store_config, self.clock)
+        self.dledger_settings: DLedgerSettings | None = None
+        self.dledger: DLedgerReplica | None = None
+        if config.enable_dleger_commit_log:
+            try:
+                self.dledger_settings = DLedgerSettings.from_config(config)
+            except DLedgerConfigError as exc:
+                raise BrokerConfigError(str(exc)) from None
         self._tasks: list[asyncio.Task[None]] = []
         self._wiring: BrokerWiring | None = None
         self._persistence: MetadataPersistence | None = None
@@ -142,17 +153,29 @@ class BrokerServer:
         )
         await asyncio.to_thread(store.load)
         await store.start()
-        ha_port = await self.replica.start(
-            store,
-            bind_address=self.config.bind_address,
-            listen_port=port if self.config.listen_port else 0,
-            master_ha_address=self._master_ha_address,
-        )
         now = self.clock.now_ms()
         self.topics.load(store.metadata_documents.get("topics.json"), now)
         self.offsets.load(store.metadata_documents.get("consumerOffset.json"))
+        dledger = None
+        if self.dledger_settings is not None:
+            self.dledger = dledger = DLedgerReplica(
+                self.dledger_settings,
+                store,
+                fsync=self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+                store_host=(self.ip, port),
+                clock=self.clock,
+            )
+            own_port = self.dledger_settings.peers[self.dledger_settings.self_id]
+            ha_port = int(own_port.rpartition(":")[2])
+        else:
+            ha_port = await self.replica.start(
+                store,
+                bind_address=self.config.bind_address,
+                listen_port=port if self.config.listen_port else 0,
+                master_ha_address=self._master_ha_address,
+            )
         put_path = build_put_path(
-            store, self.config, self.store_config, self.delay_levels, self.clock
+            store, self.config, self.store_config, self.delay_levels, self.clock, writer=dledger
         )
         delayed = await load_delayed_services(
             store, put_path, self.config, self.store_config, self.delay_levels, self.clock
@@ -173,18 +196,25 @@ class BrokerServer:
             clients=self.clients,
             queue_locks=self.queue_locks,
             delay_levels=self.delay_levels,
-            replica=self.replica,
+            replica=dledger or self.replica,
             delay_delivery=delayed.delay_delivery,
             topics_changed=self._topics_changed,
-            persist_offsets_now=persistence.save_offsets_now,
+            persist_offsets_now=(
+                persistence.save_offsets_now if dledger is None else self._replicate_offsets
+            ),
             runtime_info=self.runtime_info,
+        )
+        self.master_services = MasterServices(
+            delayed.delay_delivery,
+            delayed.timer_store,
+            lambda: wiring.transaction_check_service(store),
         )
         server.handlers.update(wiring.routes())
         server.on_channel_closed.append(wiring.client_handlers.channel_closed)
         identity = BrokerIdentity(
             cluster_name=self.config.broker_cluster_name,
             broker_name=self.config.broker_name,
-            broker_id=self.config.broker_id,
+            broker_id=self.config.broker_id if dledger is None else dledger.broker_id,
             broker_addr=self.address,
             ha_server_addr=f"{self.config.broker_ip2 or self.ip}:{ha_port}",
         )
@@ -197,13 +227,12 @@ class BrokerServer:
             timeout_ms=self.config.register_broker_timeout_ms,
         )
         await server.serve()
-        # As RocketMQ: only a master delivers; a slave gets the results by replication.
-        if self.config.broker_role is not BrokerRole.SLAVE:
-            delayed.delay_delivery.start()
-            if self.timer_store is not None:
-                self.timer_store.start()
-            self.transaction_checks = wiring.transaction_check_service(store)
-            self.transaction_checks.start()
+        if dledger is not None:
+            self._follow_dledger_roles(dledger, wiring)
+            await dledger.start()
+        elif self.config.broker_role is not BrokerRole.SLAVE:
+            # As RocketMQ: only a master delivers; a slave gets the results by replication.
+            await self.master_services.start()
         await self.registrar.register_all()
         self.registrar.start()
         if self.replica.is_slave:
@@ -219,10 +248,49 @@ class BrokerServer:
             "broker %s (cluster %s, id %d) serving at %s, NameServers: %s",
             self.config.broker_name,
             self.config.broker_cluster_name,
-            self.config.broker_id,
+            self.registrar.identity.broker_id,
             self.address,
             ", ".join(self.config.namesrv_addresses()) or "none",
         )
+
+    def _follow_dledger_roles(self, dledger: DLedgerReplica, wiring: BrokerWiring) -> None:
+        """Replicates the metadata tables; a master runs the master's services and registers
+        as brokerId 0 with the term as its state version (so NameServers take the newest
+        leader's word), a follower as a slave."""
+        dledger.attach(
+            MetadataTables(
+                self.topics,
+                self.offsets,
+                wiring.admin_stats.groups,
+                wiring.delay_delivery,
+                self.clock,
+                self._topics_changed,
+                wiring.admin_stats.groups_changed,
+            )
+        )
+
+        async def switch() -> None:
+            services = self.master_services
+            assert services is not None
+            if dledger.serving:
+                await services.start()
+            else:
+                await services.stop()
+            if self.registrar is not None:
+                self.registrar.retarget(dledger.broker_id, dledger.served_term)
+                self.registrar.register_soon()
+
+        dledger.on_master.append(switch)
+        dledger.on_slave.append(switch)
+
+    async def _replicate_offsets(self) -> None:
+        """A DLedger master answers a consumer's commit once a majority holds it."""
+        assert self.dledger is not None
+        assert self.dledger.metadata is not None
+        try:
+            await self.dledger.metadata.flush()
+        except (NotLeaderError, ProposalLostError) as exc:
+            raise OSError(f"not replicated to the DLedger group: {exc}") from exc
 
     def _metadata_sync(self, wiring: BrokerWiring) -> MetadataSync:
         registrar = self.registrar
@@ -273,6 +341,9 @@ class BrokerServer:
             pulled_messages=self._wiring.pull.pulled_messages,
             delay_delivery=self.delay_delivery,
             timer_store=self.timer_store,
+            role=None
+            if self.dledger is None
+            else ("SYNC_MASTER" if self.dledger.serving else "SLAVE"),
         )
 
     async def _scan_clients(self, wiring: BrokerWiring) -> None:
@@ -294,15 +365,13 @@ class BrokerServer:
         if self.server is not None:
             await self.server.stop(grace_s)
         await self.replica.stop()
-        if self.delay_delivery is not None:
-            await self.delay_delivery.stop()
-            self.delay_delivery = None
-        if self.timer_store is not None:
-            await self.timer_store.stop()
-            self.timer_store = None
-        if self.transaction_checks is not None:
-            await self.transaction_checks.stop()
-            self.transaction_checks = None
+        if self.dledger is not None:
+            await self.dledger.stop()
+        if self.master_services is not None:
+            await self.master_services.close()
+            self.master_services = None
+        self.delay_delivery = None
+        self.timer_store = None
         await self.client.close()
         if self.store is not None:
             if self._persistence is not None:

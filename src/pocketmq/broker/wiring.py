@@ -19,6 +19,8 @@ from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.dledger.handlers import dledger_routes
+from pocketmq.broker.dledger.replica import DLedgerReplica
 from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import master_routes
@@ -27,7 +29,7 @@ from pocketmq.broker.offset_handlers import OffsetHandlers
 from pocketmq.broker.offset_reset import OffsetResetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pull import PullHandler, PullSettings
-from pocketmq.broker.put_path import PutPath, PutSettings
+from pocketmq.broker.put_path import PutPath, PutSettings, StoreWriter
 from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
 from pocketmq.broker.schedule import DelayLevels
 from pocketmq.broker.send import SendHandler, SendSettings
@@ -79,8 +81,11 @@ def build_put_path(
     store_config: MessageStoreConfig,
     delay_levels: DelayLevels,
     clock: Clock,
+    *,
+    writer: StoreWriter | None = None,
 ) -> PutPath:
-    """The one way into `store`: every door below stores through it."""
+    """The one way into `store`: every door below stores through it. `writer` replaces the
+    store as what appends (a DLedger replica's Raft log)."""
     settings = PutSettings(
         delay_level_count=delay_levels.max_level,
         timer=TimerSettings.from_config(store_config, config.broker_name),
@@ -88,7 +93,7 @@ def build_put_path(
         broker_ip=store.store_host[0],
         max_message_size=store_config.max_message_size,
     )
-    return PutPath(store, clock, settings)
+    return PutPath(writer or store, clock, settings)
 
 
 async def load_delayed_services(
@@ -130,7 +135,7 @@ class BrokerWiring:
         clients: ClientRegistry,
         queue_locks: QueueLockTable,
         delay_levels: DelayLevels,
-        replica: ReplicaRole,
+        replica: ReplicaRole | DLedgerReplica,
         delay_delivery: DelayDelivery,
         topics_changed: Callable[[], None],
         persist_offsets_now: Callable[[], Awaitable[None]],
@@ -153,7 +158,7 @@ class BrokerWiring:
         self.delay_delivery = delay_delivery
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
-        if replica.is_slave:
+        if isinstance(replica, ReplicaRole) and replica.is_slave:
             store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
         self.pull = PullHandler(
             store,
@@ -204,12 +209,18 @@ class BrokerWiring:
             **self.admin_stats.routes(),
             **queries.handlers(),
             **master_routes(self.offsets.document, self._delay_offsets_document),
-            RequestCode.GET_BROKER_HA_STATUS: self.replica.handle_status,
+            **self._replica_routes(),
             RequestCode.HEART_BEAT: queries.remember_clients(client_handlers.heartbeat),
             RequestCode.UNREGISTER_CLIENT: client_handlers.unregister,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_handlers.consumer_list,
             RequestCode.CHECK_CLIENT_CONFIG: client_handlers.check_client_config,
         }
+
+    def _replica_routes(self) -> dict[int, RequestHandler]:
+        replica = self.replica
+        if isinstance(replica, DLedgerReplica):
+            return dledger_routes(replica)
+        return {RequestCode.GET_BROKER_HA_STATUS: replica.handle_status}
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:
         """A slave serves reads of a topic the master created since the last metadata sync."""
@@ -272,7 +283,7 @@ class BrokerWiring:
                 put_path,
                 self.clock,
                 transaction_timeout_ms=config.transaction_timeout_ms,
-                is_slave=lambda: config.broker_role is BrokerRole.SLAVE,
+                is_slave=lambda: self.replica.is_slave,
             ).routes(),
             **RecallHandler(
                 put_path,

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from pocketmq.cli import (
     admin_brokers,
+    admin_dledger,
     admin_groups,
     admin_messages,
     admin_topics,
@@ -244,6 +245,7 @@ def register(commands: Any) -> set[str]:
 
     dead_letters.register(add)
     replication.register(add)
+    admin_dledger.register(add)
     parser.set_defaults(run=run)
     return names
 

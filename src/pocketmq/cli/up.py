@@ -7,7 +7,9 @@ for anything else (for example `flushDiskType=SYNC_FLUSH`). The file's `listenPo
 `namesrvAddr` cannot be (this process runs its own NameServer), which one warning line says.
 Unlike a plain broker, timer messages may be recalled (`recallMessageEnable=true`).
 `--slaves N` adds N slaves of broker-a in the same process (`--sync` makes the master a
-SYNC_MASTER): a local Master/Slave pair. One "ready" line gives the addresses; Ctrl-C stops
+SYNC_MASTER): a local Master/Slave pair. `--dledger N` instead runs broker-a as a DLedger group
+of N replicas (n0, n1, ...; broker ports 10 apart, DLedger ports 40911 on, or free ones) and is
+ready once one of them leads. One "ready" line gives the addresses; Ctrl-C stops
 everything cleanly. A startup problem (a bad setting, a port in use, a data directory that
 cannot be written) is one line on stderr and a non-zero exit.
 """
@@ -15,7 +17,9 @@ cannot be written) is one line on stderr and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,13 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--sync", action="store_true", help="with slaves: SYNC_MASTER (a send waits for a slave)"
     )
+    parser.add_argument(
+        "--dledger",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run broker-a as a DLedger group of N replicas (automatic failover)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -68,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         if args.slaves < 0:
             raise ConfigError("--slaves", str(args.slaves), "0 or more")
+        if args.dledger < 0 or (args.dledger and args.slaves):
+            raise ConfigError("--dledger", str(args.dledger), "0 or more, without --slaves")
         data_dir = args.data_dir or DATA_DIR_DEFAULT
         namesrv_config = NamesrvConfig(
             listen_port=args.namesrv_port,
@@ -103,11 +116,14 @@ def run(args: argparse.Namespace) -> int:
             used = f"127.0.0.1:{port}"
             _maybe_warn_namesrv_addr(args.config, from_file, used)
             broker_config.namesrv_addr = used
-            configs = [(broker_config, store_config)]
-            configs += [
-                _slave_configs(broker_config, store_config, i, data_dir)
-                for i in range(1, args.slaves + 1)
-            ]
+            if args.dledger:
+                configs = dledger_configs(broker_config, store_config, args.dledger, data_dir)
+            else:
+                configs = [(broker_config, store_config)]
+                configs += [
+                    _slave_configs(broker_config, store_config, i, data_dir)
+                    for i in range(1, args.slaves + 1)
+                ]
             for config, store in configs:
                 try:
                     broker = BrokerServer(config, store)
@@ -120,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
                     what = f"broker {config.broker_name} port"
                     raise bind_failure(exc, what, config.listen_port, fix) from None
                 brokers.append(broker)
+            if args.dledger:
+                return await _dledger_ready(brokers, port, data_dir)
             slaves = "".join(f", slave {b.config.broker_id} {b.address}" for b in brokers[1:])
             return (
                 f"up: NameServer 127.0.0.1:{port}, broker {broker_config.broker_name} "
@@ -138,6 +156,69 @@ def run(args: argparse.Namespace) -> int:
 
 
 BROKER_PORT_DEFAULT = 10911
+DLEDGER_PORT_DEFAULT = 40911
+LEADER_WAIT_S = 15.0
+
+
+def dledger_configs(
+    base: BrokerConfig, base_store: MessageStoreConfig, replicas: int, data_dir: str
+) -> list[tuple[BrokerConfig, MessageStoreConfig]]:
+    """Replica n0..n<N-1> of a DLedger group named after the broker: broker ports 10 apart
+    from the base one and DLedger ports from 40911 on (free ones when the base port is 0),
+    each its own data directory."""
+    if base.listen_port:
+        raft_ports = [DLEDGER_PORT_DEFAULT + i for i in range(replicas)]
+    else:
+        raft_ports = free_ports(replicas)
+    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft_ports))
+    configs = []
+    for i in range(replicas):
+        config = replace(
+            base,
+            enable_dleger_commit_log=True,
+            dleger_group=base.dleger_group or base.broker_name,
+            dleger_peers=peers,
+            dleger_self_id=f"n{i}",
+            listen_port=base.listen_port + 10 * i if base.listen_port else 0,
+        )
+        store = replace(
+            base_store, store_path_root_dir=str(Path(data_dir) / f"{base.broker_name}-n{i}")
+        )
+        configs.append((config, store))
+    return configs
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on loopback now (the OS may hand one out again before it is bound; the
+    bind then fails with one clear line)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def _dledger_ready(brokers: list[BrokerServer], namesrv_port: int, data_dir: str) -> str:
+    deadline = asyncio.get_running_loop().time() + LEADER_WAIT_S
+    leader = None
+    while leader is None and asyncio.get_running_loop().time() < deadline:
+        leader = next((b for b in brokers if b.dledger and b.dledger.serving), None)
+        if leader is None:
+            await asyncio.sleep(0.05)
+    replicas = ", ".join(
+        f"{b.config.dleger_self_id} {b.address}{' (master)' if b is leader else ''}"
+        for b in brokers
+    )
+    if leader is None:
+        log.warning("no DLedger leader within %.0f s; the group keeps electing", LEADER_WAIT_S)
+    return (
+        f"up: NameServer 127.0.0.1:{namesrv_port}, broker {brokers[0].config.broker_name} as a "
+        f"DLedger group of {len(brokers)}: {replicas}; data in {data_dir}; Ctrl-C stops; "
+        f"ready at 127.0.0.1:{namesrv_port}"
+    )
 
 
 def _store_dir_fix(args: argparse.Namespace, from_file: dict[str, str]) -> str:

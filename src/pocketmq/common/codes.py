@@ -13,6 +13,7 @@ Not kept: 4.9.x reused response codes 209-211 for ACL 1.0 failures
 from __future__ import annotations
 
 from enum import IntEnum, unique
+from typing import Final
 
 
 @unique
@@ -190,6 +191,13 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+
+
+DLEDGER_STATUS: Final = 51120
+"""pocketmq's own: a DLedger replica's group status (leader, term, commit index, peers' match
+index and lag) as JSON; GET_BROKER_HA_STATUS answers the same on a DLedger replica."""
+DLEDGER_TRANSFER_LEADER: Final = 51121
+"""pocketmq's own: the DLedger leader hands leadership to the replica in header `to`."""
 
 
 @unique

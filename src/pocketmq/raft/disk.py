@@ -43,9 +43,13 @@ class DiskStorage:
         *,
         segment_bytes: int = SEGMENT_BYTES,
         fs: FileSystem = OS_FILE_SYSTEM,
+        fsync_entries: bool = True,
     ) -> None:
         self.directory = directory
         self._fs = fs
+        # Off, appended entries reach the page cache only: they survive a process crash, not
+        # a power loss (a DLedger group with ASYNC_FLUSH). Votes and terms are fsynced anyway.
+        self._fsync_entries = fsync_entries
         self._segments_dir = directory / "log"
         fs.make_dirs(self._segments_dir)
         self._segment_bytes = segment_bytes
@@ -316,7 +320,8 @@ class DiskStorage:
         if self._pending:
             self._file.pwrite(self._pending, self._file_bytes - len(self._pending))
             self._pending.clear()
-        self._file.sync()
+        if self._fsync_entries:
+            self._file.sync()
 
     def _cut_file(self, path: Path, length: int) -> None:
         handle = self._fs.open(path)

@@ -12,7 +12,7 @@ import itertools
 import logging
 import random
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Generic
@@ -55,6 +55,12 @@ class NodeSettings:
     batching: bool = True
     """Several proposals per append and per fsync; off, one command per round (benchmarks)."""
     raft: RaftConfig = field(default_factory=RaftConfig)
+    fsync: bool = True
+    """Off, entries are acknowledged from the page cache (a process crash keeps them, a
+    power loss may not); terms and votes are fsynced either way."""
+    compact_behind_followers: bool = False
+    """On, a leader snapshots only entries every follower holds, so that a follower it leads
+    never needs a snapshot: for state machines whose image leaves data out (a CommitLog)."""
 
 
 class RaftNode(Generic[ResultT]):
@@ -68,7 +74,7 @@ class RaftNode(Generic[ResultT]):
         handlers: Mapping[int, RequestHandler] | None = None,
     ) -> None:
         self.settings = settings
-        self.storage = DiskStorage(settings.directory)
+        self.storage = DiskStorage(settings.directory, fsync_entries=settings.fsync)
         restored = self.storage.load()
         config = settings.raft
         if not settings.batching:
@@ -102,6 +108,9 @@ class RaftNode(Generic[ResultT]):
         self._outboxes: dict[int, asyncio.Queue[bytes]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.on_change: list[Callable[[], None]] = []
+        """Called after a round in which the role, the term or the known leader changed."""
+        self._seen: tuple[Role, int, int] = (self.raft.role, self.raft.term, self.raft.leader)
 
     async def start(self) -> int:
         port = await self.server.start()
@@ -165,6 +174,23 @@ class RaftNode(Generic[ResultT]):
     def leader_address(self) -> str | None:
         return self.settings.peers.get(self.raft.leader)
 
+    def match_indexes(self) -> dict[int, int]:
+        """On the leader: each voter's highest index known to be in its log (its own
+        included); elsewhere empty."""
+        if self.raft.role is not Role.LEADER:
+            return {}
+        return {peer: progress.match for peer, progress in self.raft.progress.items()}
+
+    def transfer_leadership(self, to: int) -> bool:
+        """Starts handing leadership to voter `to` (this node must lead); False when it cannot
+        (not the leader, or `to` is no voter). The hand-over completes within an election
+        timeout or is abandoned."""
+        if to not in self.settings.peers or self.raft.role is not Role.LEADER:
+            return False
+        started = self.raft.transfer_leadership(to)
+        self._wake.set()
+        return started
+
     # -- the loop ------------------------------------------------------------------------------
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -193,6 +219,19 @@ class RaftNode(Generic[ResultT]):
                 self._maybe_snapshot()
                 if not self.settings.batching:
                     break
+            self._notify_change()
+
+    def _notify_change(self) -> None:
+        raft = self.raft
+        seen = (raft.role, raft.term, raft.leader)
+        if seen == self._seen:
+            return
+        self._seen = seen
+        for listener in self.on_change:
+            try:
+                listener()
+            except Exception:  # one listener's bug must not stop replication
+                log.exception("raft role listener failed")
 
     def _take_requests(self) -> None:
         raft = self.raft
@@ -271,6 +310,12 @@ class RaftNode(Generic[ResultT]):
     def _maybe_snapshot(self) -> None:
         log_state = self.raft.log
         if log_state.applied - log_state.snapshot.index < self.settings.snapshot_every:
+            return
+        if (
+            self.settings.compact_behind_followers
+            and self.raft.role is Role.LEADER
+            and min(self.match_indexes().values()) < log_state.applied
+        ):
             return
         snapshot = self.raft.compact(log_state.applied, self.state_machine.snapshot())
         self.storage.apply_snapshot(snapshot)

@@ -105,11 +105,19 @@ class CommitLog:
         return self.files.max_offset
 
     # -- appending -------------------------------------------------------------------------
-    def append(self, messages: Sequence[MessageToStore]) -> PutResult:
+    def append(
+        self,
+        messages: Sequence[MessageToStore],
+        *,
+        store_timestamp: int | None = None,
+        store_host: HostAddress | None = None,
+    ) -> PutResult:
         """Appends one message, or a batch of messages of one topic and queue, as one unit.
 
         Returns a `PutResult` whose status says why nothing was written when it is not PUT_OK;
-        on PUT_OK every message's `queue_offset` is filled in.
+        on PUT_OK every message's `queue_offset` is filled in. `store_timestamp` and
+        `store_host` replace the clock and this log's host: a replicated log writes the same
+        bytes on every replica.
         """
         if not messages:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch holds no message")
@@ -119,7 +127,7 @@ class CommitLog:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"illegal topic {first.topic!r}")
         topic_part = topic_field(topic)
         magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
-        store_host = self._store_host_packed
+        packed_store_host = self._store_host_packed if store_host is None else pack_host(store_host)
         max_body = self.max_message_size
         # First pass: validate and size everything, so a bad message writes nothing.
         prepared = []
@@ -144,10 +152,10 @@ class CommitLog:
                     f"{MAX_PROPERTIES_LENGTH}",
                 )
             born_host = _packed_host(message.born_host)
-            fixed = fixed_part(len(born_host), len(store_host))
+            fixed = fixed_part(len(born_host), len(packed_store_host))
             tail = topic_part + len(properties).to_bytes(2, "big") + properties
             size = fixed.size + len(body) + len(tail)
-            sys_flag = host_flags(message.sys_flag, len(born_host), len(store_host))
+            sys_flag = host_flags(message.sys_flag, len(born_host), len(packed_store_host))
             prepared.append((message, born_host, fixed, tail, size, sys_flag))
             total += size
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -157,7 +165,7 @@ class CommitLog:
             )
         mapped = self._file_with_room(total)
         queue_offset = self.queue_offsets.advance(first.topic, first.queue_id, len(messages))
-        now = self._clock.now_ms()
+        now = self._clock.now_ms() if store_timestamp is None else store_timestamp
         buf = mapped.buffer
         pos = mapped.wrote_position
         base = mapped.file_from_offset
@@ -180,7 +188,7 @@ class CommitLog:
                 message.born_timestamp,
                 born_host,
                 now,
-                store_host,
+                packed_store_host,
                 message.reconsume_times,
                 message.prepared_transaction_offset,
                 len(body),

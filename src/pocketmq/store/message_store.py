@@ -346,11 +346,29 @@ class MessageStore:
                 self.replication.notify_appended()
         return result
 
-    def _append(self, messages: Sequence[MessageToStore]) -> PutResult:
+    def append_replicated(
+        self, messages: Sequence[MessageToStore], *, store_timestamp: int, store_host: HostAddress
+    ) -> PutResult:
+        """Appends messages a consensus log committed, with the store time and host its leader
+        chose (so every replica writes the same bytes), and dispatches them; no flush wait."""
+        result = self._append(messages, store_timestamp=store_timestamp, store_host=store_host)
+        if result.ok:
+            self._schedule_dispatch_if_running()
+        return result
+
+    def _append(
+        self,
+        messages: Sequence[MessageToStore],
+        *,
+        store_timestamp: int | None = None,
+        store_host: HostAddress | None = None,
+    ) -> PutResult:
         if self.disk_error is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_error)
         try:
-            return self.commit_log.append(messages)
+            return self.commit_log.append(
+                messages, store_timestamp=store_timestamp, store_host=store_host
+            )
         except OSError as error:
             log.error("store at %s: cannot create the next commit log file: %s", self.root, error)
             return PutResult(

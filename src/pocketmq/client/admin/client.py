@@ -40,7 +40,7 @@ from pocketmq.client.admin.values import (
 from pocketmq.client.errors import ConnectionFailedError, RequestTimeoutError
 from pocketmq.client.message import MessageQueue
 from pocketmq.client.producer.wire import AUTO_CREATE_TOPIC
-from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.codes import DLEDGER_TRANSFER_LEADER, RequestCode, ResponseCode
 from pocketmq.common.route import MASTER_ID, BrokerData, TopicRouteData
 
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
@@ -234,6 +234,14 @@ class AdminClient(MessageAdmin):
         except ValueError as exc:
             raise AdminError(f"broker {address} sent an unreadable HA status: {exc}") from None
         return document if isinstance(document, dict) else {}
+
+    async def dledger_transfer_leader(self, address: str, to: str) -> str:
+        """Asks the DLedger leader at `address` to hand leadership to replica `to`
+        (a `dLegerSelfId`); returns the broker's answer."""
+        response = await self._broker_ok(
+            address, DLEDGER_TRANSFER_LEADER, {"to": to}, what="leadership transfer"
+        )
+        return response.remark or f"handing leadership to {to}"
 
     async def broker_config(self, address: str) -> dict[str, str]:
         """The broker's settings (GET_BROKER_CONFIG), key -> value as it reports them."""

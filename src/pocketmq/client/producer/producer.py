@@ -3,7 +3,10 @@
 Sends go to the master of a queue of the topic's route. A send that fails on a broker (no
 connection, timeout, or a code another broker may not give: busy, not writable, topic missing
 there) is tried again on another broker, up to `retry_times` more times within one
-`send_timeout_s` budget; the message keeps its unique id across attempts. Non-OK statuses that
+`send_timeout_s` budget; the message keeps its unique id across attempts. When those are
+spent on a broker group with no master (it failed and a DLedger group is electing another, or
+the replica asked is no longer master), the send waits and tries again while its budget
+lasts, so a failover inside the send timeout costs a delay, not an error. Non-OK statuses that
 still mean "stored" (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) are returned,
 not retried, as RocketMQ does by default.
 
@@ -72,6 +75,18 @@ _RETRY_ON_ANOTHER_BROKER: Final = frozenset(
         ResponseCode.NO_PERMISSION,
     }
 )
+
+_FAILOVER_FIRST_PAUSE_S: Final = 0.05
+_FAILOVER_MAX_PAUSE_S: Final = 0.4
+
+
+def _may_fail_over(error: RocketMQError | None) -> bool:
+    """A failure a new master of the same broker group cures: no master known, a connection
+    that failed, or a replica that is no longer master."""
+    return isinstance(error, ConnectionFailedError) or (
+        error is not None and error.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    )
+
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
 """Chooses the queue of an ordered send: (queues, message, argument) -> one of the queues."""
@@ -429,12 +444,25 @@ class Producer:
             )
         last_error: RocketMQError | None = None
         failed_broker: str | None = None
-        for attempt in range(self.retry_times + 1):
+        attempt = 0
+        pause_s = _FAILOVER_FIRST_PAUSE_S
+        while True:
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 break
+            if attempt > self.retry_times:
+                # Retries spent, time left: a broker group whose master just failed elects
+                # another within seconds (DLedger); wait for it within the send timeout.
+                if not _may_fail_over(last_error):
+                    break
+                await asyncio.sleep(min(pause_s, remaining))
+                pause_s = min(pause_s * 2, _FAILOVER_MAX_PAUSE_S)
+                remaining = deadline - self._clock.monotonic()
+                if remaining <= 0:
+                    break
             if attempt:
                 info = await self._refreshed_publish_info(prepared.topic, info)
+            attempt += 1
             queue = self._chooser.choose(info.queues, self._clock.now_ms(), failed_broker)
             try:
                 return await self._send_to_queue(prepared, queue, remaining)
@@ -443,7 +471,7 @@ class Producer:
             except RocketMQError as exc:
                 if not (exc.retriable or exc.code in _RETRY_ON_ANOTHER_BROKER):
                     raise
-                log.debug("send to %s failed (attempt %d): %s", queue, attempt + 1, exc)
+                log.debug("send to %s failed (attempt %d): %s", queue, attempt, exc)
                 last_error = exc
                 failed_broker = queue.broker_name
         if last_error is None:

@@ -1,0 +1,190 @@
+"""A DLedger group's metadata in its Raft log: consumer offsets, topics, subscription groups
+and delay offsets, so that a new leader starts exactly where the group was (RocketMQ copies
+them from the master every 10 s, and a switch rewinds them).
+
+The leader collects what changed into one META command: each offset commit and removal as it
+happened, and the topic, group and delay-offset documents whole when their version moved. It
+proposes one every `interval_s`, or at once for a commit that waits for its answer
+(UPDATE_CONSUMER_OFFSET). Every replica applies them in log order; the leader skips its own
+commands of its current term (its tables already hold them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.groups import SubscriptionGroupTable
+from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.topics import TopicTable
+from pocketmq.raft.node import NotLeaderError, ProposalLostError
+from pocketmq.runtime.clock import Clock
+from pocketmq.runtime.event_loop import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+COLLECT_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataTables:
+    topics: TopicTable
+    offsets: ConsumerOffsetTable
+    groups: SubscriptionGroupTable
+    delay_delivery: DelayDelivery
+    clock: Clock
+    topics_changed: Callable[[], None]
+    groups_changed: Callable[[], None]
+
+
+class ReplicatedMetadata:
+    """Turns the leader's metadata changes into commands and applies commands to the tables."""
+
+    def __init__(
+        self,
+        tables: MetadataTables,
+        propose: Callable[[dict[str, Any]], Awaitable[None]],
+        *,
+        interval_s: float = COLLECT_INTERVAL_S,
+    ) -> None:
+        self.tables = tables
+        self._propose = propose
+        self._interval_s = interval_s
+        self._recording = False
+        self._offsets: dict[tuple[str, str, int], int] = {}
+        self._removed_groups: list[str] = []
+        self._removed_topics: list[str] = []
+        self._topics_version: dict[str, int] | None = None
+        self._groups_version: dict[str, int] | None = None
+        self._delay_document: dict[str, Any] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._flush_lock = asyncio.Lock()
+        tables.offsets.listener = self._on_offset_change
+
+    # -- the leader's side -------------------------------------------------------------------
+    def start_recording(self) -> None:
+        """This replica now leads: its changes from here on are replicated."""
+        tables = self.tables
+        self._recording = True
+        self._offsets.clear()
+        self._removed_groups.clear()
+        self._removed_topics.clear()
+        self._topics_version = tables.topics.data_version.to_json()
+        self._groups_version = tables.groups.data_version.to_json()
+        self._delay_document = tables.delay_delivery.offsets.snapshot()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="dledger-meta")
+
+    async def stop_recording(self) -> None:
+        self._recording = False
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+
+    async def flush(self) -> None:
+        """Proposes what changed so far and returns once it committed (raises when this
+        replica no longer leads: see `RaftNode.propose`)."""
+        async with self._flush_lock:
+            document = self._collect()
+            if document:
+                await self._propose(document)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await self.flush()
+            except (NotLeaderError, ProposalLostError) as exc:  # the role change stops this
+                log.debug("metadata not replicated: %s", exc)
+
+    def _on_offset_change(self, change: tuple[Any, ...]) -> None:
+        if not self._recording:
+            return
+        match change:
+            case ("commit", group, topic, queue_id, offset):
+                self._offsets[(group, topic, queue_id)] = offset
+            case ("remove_group", group):
+                self._offsets = {k: v for k, v in self._offsets.items() if k[0] != group}
+                self._removed_groups.append(group)
+            case ("remove_topic", topic):
+                self._offsets = {k: v for k, v in self._offsets.items() if k[1] != topic}
+                self._removed_topics.append(topic)
+
+    def _collect(self) -> dict[str, Any]:
+        tables = self.tables
+        document: dict[str, Any] = {}
+        if self._removed_groups:
+            document["removedGroups"], self._removed_groups = self._removed_groups, []
+        if self._removed_topics:
+            document["removedTopics"], self._removed_topics = self._removed_topics, []
+        if self._offsets:
+            document["offsets"] = [[g, t, q, o] for (g, t, q), o in self._offsets.items()]
+            self._offsets = {}
+        version = tables.topics.data_version.to_json()
+        if version != self._topics_version:
+            document["topics"] = tables.topics.snapshot()
+            self._topics_version = version
+        version = tables.groups.data_version.to_json()
+        if version != self._groups_version:
+            document["groups"] = tables.groups.snapshot()
+            self._groups_version = version
+        delay = tables.delay_delivery.offsets.snapshot()
+        if delay != self._delay_document:
+            document["delayOffsets"] = delay
+            self._delay_document = delay
+        return document
+
+    # -- every replica -----------------------------------------------------------------------
+    def apply(self, document: dict[str, Any]) -> None:
+        """Applies a committed META command (a malformed part is skipped and logged)."""
+        tables = self.tables
+        recording, self._recording = self._recording, False
+        try:
+            for group in document.get("removedGroups", ()):
+                tables.offsets.remove_group(str(group))
+            for topic in document.get("removedTopics", ()):
+                tables.offsets.remove_topic(str(topic))
+            for group, topic, queue_id, offset in document.get("offsets", ()):
+                tables.offsets.commit(str(group), str(topic), int(queue_id), int(offset))
+            if "topics" in document:
+                tables.topics.replace_all(document["topics"], tables.clock.now_ms())
+                tables.topics_changed()
+            if "groups" in document:
+                tables.groups.groups.clear()
+                tables.groups.load(document["groups"])
+                tables.groups_changed()
+            if "delayOffsets" in document:
+                tables.delay_delivery.offsets.load(document["delayOffsets"])
+                tables.delay_delivery.offsets.changed = True
+        except (TypeError, ValueError) as exc:
+            log.error("a replicated metadata command was skipped: %s", exc)
+        finally:
+            self._recording = recording
+
+    def image(self) -> dict[str, Any]:
+        """Every table, for a Raft snapshot."""
+        tables = self.tables
+        return {
+            "offsets": tables.offsets.document(),
+            "topics": tables.topics.snapshot(),
+            "groups": tables.groups.snapshot(),
+            "delayOffsets": tables.delay_delivery.offsets.snapshot(),
+        }
+
+    def restore(self, image: dict[str, Any]) -> None:
+        tables = self.tables
+        recording, self._recording = self._recording, False
+        try:
+            tables.offsets.replace_all(image.get("offsets"))
+            tables.topics.replace_all(image.get("topics"), tables.clock.now_ms())
+            tables.groups.groups.clear()
+            tables.groups.load(image.get("groups"))
+            tables.delay_delivery.offsets.load(image.get("delayOffsets"))
+            tables.delay_delivery.offsets.changed = True
+        finally:
+            self._recording = recording
+        tables.topics_changed()
+        tables.groups_changed()

@@ -1,0 +1,181 @@
+"""DLedger mode with real broker processes on loopback: three replicas elect a master that
+registers as brokerId 0; sends are acknowledged by a majority and every replica holds the same
+CommitLog bytes; followers refuse writes with SERVICE_NOT_AVAILABLE and serve reads; killing
+the master elects another that has every acknowledged message, the consumer offsets and the
+topics; a restarted replica catches up; leadership moves to a named replica on demand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client import Message, Producer, SendStatus
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.testing import wait_until
+from tests.integration.dledger import DLedgerGroup
+
+TOPIC = "DLedgerTopic"
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
+    dledger = DLedgerGroup(tmp_path)
+    try:
+        dledger.start_all()
+        yield dledger
+    finally:
+        dledger.close()
+
+
+def admin(namesrv: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "admin", *args, "-n", namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if check:
+        assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def send_all(group: DLedgerGroup, count: int, prefix: str) -> list[tuple[int, int, bytes]]:
+    """Sends `count` messages; returns (queue id, queue offset, body) of each."""
+    acked = []
+    with Producer("dledger-producer", namesrv=group.namesrv_addr, send_timeout_s=6) as producer:
+        for i in range(count):
+            body = f"{prefix}-{i}".encode()
+            result = producer.send(Message(TOPIC, body, keys=f"{prefix}-{i}"))
+            assert result.status is SendStatus.SEND_OK
+            acked.append((result.queue.queue_id, result.queue_offset, body))
+    return acked
+
+
+def read_back(group: DLedgerGroup, address: str, acked: list[tuple[int, int, bytes]]) -> None:
+    """Every acknowledged message is at its queue offset on the replica at `address`."""
+    for queue_id, offset, body in acked:
+        batch = group.admin.pull(address, TOPIC, queue_id, offset, 1)
+        assert batch.messages, f"nothing at {TOPIC}/{queue_id}@{offset} on {address}"
+        assert batch.messages[0].queue_offset == offset
+        assert batch.messages[0].body == body
+
+
+def test_a_group_elects_one_master_and_every_replica_holds_the_same_bytes(
+    group: DLedgerGroup,
+) -> None:
+    master = group.wait_master()
+    acked = send_all(group, 40, "a")
+    with Producer("p2", namesrv=group.namesrv_addr) as producer:
+        result = producer.send(Message(TOPIC, b"receipt"))
+    assert result.durability == "FLUSHED"
+    assert result.replicas >= 2
+    end = group.wait_converged()
+    reference = group.commit_log_bytes(master, end)
+    assert len(reference) == end > 0
+    for name in group.replicas:
+        assert group.commit_log_bytes(name, end) == reference, f"{name} differs"
+        read_back(group, group.replicas[name].address, acked)
+    listing = admin(group.namesrv_addr, "clusterList").stdout
+    assert "SYNC_MASTER" in listing
+    assert listing.count("SLAVE") == 2
+    status = admin(group.namesrv_addr, "dledgerStatus", "-c", "DefaultCluster").stdout
+    assert f"{master}  " in status
+    assert "MASTER" in status
+    assert "#MatchIndex" in status
+
+
+def test_a_follower_refuses_writes_with_a_clear_code_and_serves_reads(
+    group: DLedgerGroup,
+) -> None:
+    master = group.wait_master()
+    acked = send_all(group, 5, "b")
+    group.wait_converged()
+    follower = next(name for name in group.replicas if name != master)
+    address = group.replicas[follower].address
+    header = {
+        "producerGroup": "raw",
+        "topic": TOPIC,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": "0",
+        "sysFlag": "0",
+        "bornTimestamp": "0",
+        "flag": "0",
+        "properties": "",
+        "reconsumeTimes": "0",
+        "unitMode": "false",
+    }
+    response = group.admin._broker(
+        address, RequestCode.SEND_MESSAGE, header, b"to a follower", what="send"
+    )
+    assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE, response.remark
+    assert "follower" in (response.remark or "")
+    assert master in (response.remark or "")
+    read_back(group, address, acked)
+
+
+def test_the_new_master_has_every_acknowledged_message_offset_and_topic(
+    group: DLedgerGroup,
+) -> None:
+    master = group.wait_master()
+    acked = send_all(group, 30, "c")
+    group.admin.update_consumer_offset(
+        group.replicas[master].address, "dledger-group", TOPIC, acked[0][0], 7
+    )
+    group.kill(master)
+    new_master = group.wait_master(other_than=master)
+    assert new_master != master
+    address = group.replicas[new_master].address
+    read_back(group, address, acked)
+    offset = group.admin.consumer_offset(address, "dledger-group", TOPIC, acked[0][0])
+    assert offset == 7
+    # Sends go on through the new master (the client follows the NameServer's route).
+    more = send_all(group, 10, "d")
+    read_back(group, address, more)
+    # The killed replica comes back as a follower and catches up byte for byte.
+    group.start(master)
+    end = group.wait_converged()
+    reference = group.commit_log_bytes(new_master, end)
+    assert group.commit_log_bytes(master, end) == reference
+    read_back(group, group.replicas[master].address, acked + more)
+
+
+def test_leadership_moves_to_a_named_replica_without_losing_writes(
+    group: DLedgerGroup,
+) -> None:
+    master = group.wait_master()
+    acked = send_all(group, 10, "e")
+    target = next(name for name in group.replicas if name != master)
+    answer = admin(
+        group.namesrv_addr,
+        "dledgerTransferLeader",
+        "-b",
+        group.replicas[master].address,
+        "-t",
+        target,
+    )
+    assert target in answer.stdout
+    wait_until(
+        lambda: (group.status(target) or {}).get("master") is True,
+        f"{target} serving as master",
+        timeout_s=20,
+    )
+    acked += send_all(group, 10, "f")
+    group.wait_converged()
+    read_back(group, group.replicas[target].address, acked)
+    refused = admin(
+        group.namesrv_addr,
+        "dledgerTransferLeader",
+        "-b",
+        group.replicas[master].address,
+        "-t",
+        "n9",
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "n9 is not one of the peers" in refused.stderr
