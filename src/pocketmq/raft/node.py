@@ -193,6 +193,14 @@ class RaftNode(Generic[ResultT]):
 
     # -- the loop ------------------------------------------------------------------------------
     async def _run(self) -> None:
+        try:
+            await self._rounds()
+        except Exception:
+            # Without its loop the node neither votes nor replicates: say so loudly.
+            log.critical("raft node %d stopped on an error", self.settings.node_id, exc_info=True)
+            raise
+
+    async def _rounds(self) -> None:
         loop = asyncio.get_running_loop()
         tick_s = self.settings.tick_ms / 1000
         next_tick = loop.time() + tick_s
@@ -238,6 +246,8 @@ class RaftNode(Generic[ResultT]):
         count = len(self._proposals) if self.settings.batching else min(1, len(self._proposals))
         for _ in range(count):
             command, future = self._proposals.popleft()
+            if future.done():  # its caller gave up (cancelled): nothing to propose
+                continue
             index = raft.propose(command)
             if index is None:
                 future.set_exception(NotLeaderError(self.leader_address()))
@@ -245,6 +255,8 @@ class RaftNode(Generic[ResultT]):
                 self._waiting[index] = (raft.term, future)
         while self._reads:
             context, read = self._reads.popleft()
+            if read.done():
+                continue
             if raft.read_index(context):
                 self._read_waiting[context] = read
             else:

@@ -6,7 +6,9 @@ there) is tried again on another broker, up to `retry_times` more times within o
 `send_timeout_s` budget; the message keeps its unique id across attempts. When those are
 spent on a broker group with no master (it failed and a DLedger group is electing another, or
 the replica asked is no longer master), the send waits and tries again while its budget
-lasts, so a failover inside the send timeout costs a delay, not an error. Non-OK statuses that
+lasts, so a failover inside the send timeout costs a delay, not an error. While more than 2 s
+of the budget is left, one attempt takes at most half of it: a master that stopped answering
+leaves time for its successor. Non-OK statuses that
 still mean "stored" (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) are returned,
 not retried, as RocketMQ does by default.
 
@@ -76,14 +78,15 @@ _RETRY_ON_ANOTHER_BROKER: Final = frozenset(
     }
 )
 
+_SPLIT_BUDGET_ABOVE_S: Final = 2.0
 _FAILOVER_FIRST_PAUSE_S: Final = 0.05
 _FAILOVER_MAX_PAUSE_S: Final = 0.4
 
 
 def _may_fail_over(error: RocketMQError | None) -> bool:
     """A failure a new master of the same broker group cures: no master known, a connection
-    that failed, or a replica that is no longer master."""
-    return isinstance(error, ConnectionFailedError) or (
+    that failed or went unanswered, or a replica that is no longer master."""
+    return isinstance(error, ConnectionFailedError | RequestTimeoutError) or (
         error is not None and error.code == ResponseCode.SERVICE_NOT_AVAILABLE
     )
 
@@ -464,8 +467,11 @@ class Producer:
                 info = await self._refreshed_publish_info(prepared.topic, info)
             attempt += 1
             queue = self._chooser.choose(info.queues, self._clock.now_ms(), failed_broker)
+            # Half the budget at most while much is left: a master that stopped answering
+            # (paused, cut off) leaves time to find its successor and send there.
+            timeout_s = remaining if remaining <= _SPLIT_BUDGET_ABOVE_S else remaining / 2
             try:
-                return await self._send_to_queue(prepared, queue, remaining)
+                return await self._send_to_queue(prepared, queue, timeout_s)
             except MessageError:
                 raise
             except RocketMQError as exc:
