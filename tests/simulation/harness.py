@@ -19,6 +19,7 @@ import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pocketmq.raft.core import Raft, RaftConfig, Role
 from pocketmq.raft.messages import Message, MessageType, Ready
@@ -36,12 +37,26 @@ CATCH_UP_BOUND = 500
 left by the faults may be long on the slowest networks the seeds pick)."""
 
 
+class ReplicatedState(Protocol):
+    """What the simulation needs of a node's state machine (`KeyValueStore` by default)."""
+
+    applied: int
+
+    def apply(self, index: int, command: bytes) -> object: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, image: bytes) -> None: ...
+
+    def get(self, key: str) -> str | None: ...
+
+
 @dataclass
 class SimNode:
     id: int
     storage: MemoryStorage = field(default_factory=MemoryStorage)
     raft: Raft | None = None
-    kv: KeyValueStore = field(default_factory=KeyValueStore)
+    kv: ReplicatedState = field(default_factory=KeyValueStore)
     tick_ms: int = TICK_MS
     phase: int = 0
     writes: dict[int, tuple[Operation, bytes]] = field(default_factory=dict)
@@ -57,7 +72,7 @@ class Simulation:
         rng = self.rng
         self.raft_class = raft_class
         self.ids = list(range(1, nodes + 1))
-        self.checker = SafetyChecker()
+        self.checker = self.new_checker()
         self.now = 0
         self._network: list[tuple[int, int, Message]] = []
         self._sequence = 0
@@ -114,6 +129,29 @@ class Simulation:
             sim.start(node_id)
         return sim
 
+    # -- what a subclass replaces to run another state machine ------------------------------
+    def new_checker(self) -> SafetyChecker:
+        return SafetyChecker()
+
+    def new_state(self, node_id: int) -> ReplicatedState:
+        """A node's state machine as its disk holds it before the snapshot is restored."""
+        return KeyValueStore()
+
+    def digest(self, node: SimNode) -> int:
+        """The node's state as a value equal replicas share (see `SafetyChecker.on_applied`)."""
+        assert isinstance(node.kv, KeyValueStore)
+        return state_digest(node.kv)
+
+    def may_compact(self, raft: Raft) -> bool:
+        return True
+
+    def marker_command(self, marker: str) -> bytes:
+        """The command `converge` commits once faults healed."""
+        return put_command("converged", marker)
+
+    def holds_marker(self, node: SimNode, marker: str) -> bool:
+        return node.kv.get("converged") == marker
+
     # -- the loop ----------------------------------------------------------------------------
     def run(self, steps: int) -> None:
         for _ in range(steps):
@@ -165,9 +203,9 @@ class Simulation:
             # still in flight when the faults healed can change the leader once more); refused
             # while a transfer is under way.
             fresh = leader is not None and leader.term not in proposed_in
-            if fresh and leader and leader.propose(put_command("converged", marker)) is not None:
+            if fresh and leader and leader.propose(self.marker_command(marker)) is not None:
                 proposed_in.add(leader.term)
-            return all(n.kv.get("converged") == marker for n in self.nodes.values())
+            return all(self.holds_marker(n, marker) for n in self.nodes.values())
 
         caught_up = self.run_until(
             applied_everywhere,
@@ -215,7 +253,7 @@ class Simulation:
             snapshot=restored.snapshot,
             entries=restored.entries,
         )
-        node.kv = KeyValueStore()
+        node.kv = self.new_state(node.id)
         node.kv.restore(restored.snapshot.data)
         node.tick_ms = TICK_MS + self.rng.choice([-2, -1, 0, 0, 1, 2])  # clock drift
         node.phase = self.rng.randrange(node.tick_ms)
@@ -265,7 +303,8 @@ class Simulation:
             self._apply(node, raft, ready)
             raft.advance(ready)
             self.checker.on_step(raft)  # before compaction hides what was just committed
-            if node.kv.applied - raft.log.snapshot.index >= self.compact_every:
+            behind = node.kv.applied - raft.log.snapshot.index
+            if behind >= self.compact_every and self.may_compact(raft):
                 snapshot = raft.compact(node.kv.applied, node.kv.snapshot())
                 self.checker.on_compacted(node.id, snapshot)
                 node.storage.apply_snapshot(snapshot)
@@ -322,7 +361,7 @@ class Simulation:
     def _apply(self, node: SimNode, raft: Raft, ready: Ready) -> None:
         for entry in ready.committed:
             node.kv.apply(entry.index, entry.data)
-            self.checker.on_applied(raft, entry, state_digest(node.kv))
+            self.checker.on_applied(raft, entry, self.digest(node))
             write = node.writes.pop(entry.index, None)
             if write is not None and write[1] == entry.data:
                 self.history.complete(write[0], self.now)
