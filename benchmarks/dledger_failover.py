@@ -351,6 +351,7 @@ def fail_over(
         "killed": master,
         "failover_s": round(first - last, 3),
         "failed_sends": len(failures),
+        "failed_sends_after_failover": len(load.failures_between(first, healthy_at)),
         "healthy_after_s": round(healthy_at - fault_at, 3),
         "rejoin_pause_s": round(load.longest_gap(first, healthy_at), 3),
         "first_failure": failures[0] if failures else None,

@@ -179,3 +179,22 @@ def test_leadership_moves_to_a_named_replica_without_losing_writes(
     )
     assert refused.returncode == 1
     assert "n9 is not one of the peers" in refused.stderr
+
+
+def test_a_broken_dledger_setting_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "broker.conf"
+    config.write_text(
+        "enableDLegerCommitLog=true\ndLegerPeers=n0-127.0.0.1:40911\ndLegerSelfId=n3\n"
+        f"storePathRootDir={tmp_path / 'data'}\nlistenPort=0\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli.main", "broker", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert "dLegerSelfId='n3' is not one of the dLegerPeers (n0)" in lines[0]

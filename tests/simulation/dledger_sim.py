@@ -227,9 +227,20 @@ class DLedgerSimulation(Simulation):
         nodes: int,
         root: Path,
         machine_class: MachineClass = CommitLogStateMachine,
+        *,
+        origin_while_leading: bool = True,
+        followers_compact: bool = False,
     ) -> None:
         self.root = root
+        self.followers_compact = followers_compact
+        """True: followers compact freely, as `RaftNode` does; one that then leads sends a
+        snapshot to a replica whose CommitLog ends before the image's end, which then appends
+        at the wrong offsets. False: only a leader compacts, behind every follower."""
         self.machine_class = machine_class
+        self.origin_while_leading = origin_while_leading
+        """False: the origin `DLedgerReplica._origin` gives, (node, current term) whatever the
+        role, under which a leader restarted in its term skips its own replayed META entries
+        and loses those offsets. True: the origin only while leading, the fix proposed."""
         self.pending: dict[int, dict[int, Proposal]] = {}
         """Node -> log index -> what a client proposed there, answered once it applies."""
         self.acked_puts: list[AckedPut] = []
@@ -252,6 +263,8 @@ class DLedgerSimulation(Simulation):
         def origin() -> tuple[int, int]:
             raft = self.nodes[node_id].raft
             assert raft is not None
+            if self.origin_while_leading and raft.role is not Role.LEADER:
+                return (node_id, -1)
             return (node_id, raft.term)
 
         skew_ms = self.rng.randint(-50, 50) * node_id  # wall clocks drift apart
@@ -267,7 +280,7 @@ class DLedgerSimulation(Simulation):
         # RaftNode's compact_behind_followers, as DLedgerSettings sets it: the image leaves the
         # CommitLog out, so a leader keeps what a follower still lacks.
         if raft.role is not Role.LEADER:
-            return True
+            return self.followers_compact
         return min(p.match for p in raft.progress.values()) >= raft.log.applied
 
     def marker_command(self, marker: str) -> bytes:
@@ -486,11 +499,21 @@ def run_dledger_seed(
     steps: int,
     machine_class: MachineClass = CommitLogStateMachine,
     root: Path | None = None,
+    *,
+    origin_while_leading: bool = True,
+    followers_compact: bool = False,
 ) -> Outcome:
     """Runs one seed in a fresh directory (under `root` if given); a failed check is returned
     with the step that detected it."""
     with tempfile.TemporaryDirectory(dir=root, prefix=f"dledger-sim-{seed}-") as directory:
-        sim = DLedgerSimulation(seed, nodes, Path(directory), machine_class)
+        sim = DLedgerSimulation(
+            seed,
+            nodes,
+            Path(directory),
+            machine_class,
+            origin_while_leading=origin_while_leading,
+            followers_compact=followers_compact,
+        )
         try:
             sim.run(steps)
             sim.heal()
@@ -501,7 +524,8 @@ def run_dledger_seed(
             return Outcome(seed, nodes, f"{type(failure).__name__}: {failure}", sim.now)
         finally:
             sim.close()
-        return Outcome(seed, nodes, "", sim.now, len(sim.acked_puts), len(sim.acked_offsets))
+        commits = sum(len(c) for c in sim.acked_offsets.values())
+        return Outcome(seed, nodes, "", sim.now, len(sim.acked_puts), commits)
 
 
 def replay_command(seed: int, nodes: int, steps: int) -> str:
