@@ -244,7 +244,8 @@ class Load:
 
     namesrv: str
     acked: list[float] = field(default_factory=list)
-    failed: list[tuple[float, str]] = field(default_factory=list)
+    failed: list[tuple[float, float, str]] = field(default_factory=list)
+    """(when it failed, how long it took, the error)"""
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -253,11 +254,13 @@ class Load:
             "failover-bench", namesrv=self.namesrv, send_timeout_s=SEND_TIMEOUT_S
         ) as producer:
             while not self.stop.is_set():
+                started = time.monotonic()
                 try:
                     producer.send(Message(TOPIC, BODY))
                 except RocketMQError as exc:
+                    ended = time.monotonic()
                     with self.lock:
-                        self.failed.append((time.monotonic(), f"{type(exc).__name__}: {exc}"))
+                        self.failed.append((ended, ended - started, f"{type(exc).__name__}: {exc}"))
                     continue
                 with self.lock:
                     self.acked.append(time.monotonic())
@@ -279,9 +282,10 @@ class Load:
             ]
         return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
-    def failures_between(self, start: float, end: float) -> list[str]:
+    def failures_between(self, start: float, end: float) -> list[tuple[float, str]]:
+        """(how long the send took, the error) of each send that failed in the interval."""
         with self.lock:
-            return [what for moment, what in self.failed if start < moment <= end]
+            return [(took, what) for moment, took, what in self.failed if start < moment <= end]
 
 
 def healthy_master(admin: Admin, addresses: dict[str, str]) -> str | None:
@@ -354,7 +358,8 @@ def fail_over(
         "failed_sends_after_failover": len(load.failures_between(first, healthy_at)),
         "healthy_after_s": round(healthy_at - fault_at, 3),
         "rejoin_pause_s": round(load.longest_gap(first, healthy_at), 3),
-        "first_failure": failures[0] if failures else None,
+        "failed_send_took_s_max": round(max((took for took, _ in failures), default=0.0), 3),
+        "first_failure": failures[0][1] if failures else None,
     }
 
 

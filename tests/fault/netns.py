@@ -1,6 +1,6 @@
 """A private network of Linux network namespaces for partition tests: a bridge in the root
-namespace, one namespace per server joined to it by a veth pair, and each server's link cut
-and healed by name.
+namespace, one namespace per server joined to it by a veth pair, each server's link cut and
+healed by name, and pocketmq servers started inside a namespace.
 
 Everything it creates carries a per-run random prefix and lives in a /24 of 10.213.0.0/16 that
 no interface of the machine uses, so parallel runs and the machine's own network never meet.
@@ -105,10 +105,14 @@ class NamespaceNetwork:
             raise NamespacesUnavailable("no free /24 in 10.213.0.0/16")
         self.gateway = f"{self.subnet}.1"
         self.bridge = f"{self.prefix}br"
-        _ip("link", "add", self.bridge, "type", "bridge")
-        self._links.append(self.bridge)
-        _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        try:
+            _ip("link", "add", self.bridge, "type", "bridge")
+            self._links.append(self.bridge)
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+        except NamespacesUnavailable:
+            self.close()  # the caller has no object to close yet
+            raise
 
     def add_host(self, label: str) -> Host:
         """A new namespace `<prefix>-<label>` at the next address, joined to the bridge."""

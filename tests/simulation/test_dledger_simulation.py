@@ -2,7 +2,7 @@
 of the Raft simulation: identical CommitLog bytes per applied index, acknowledged PUTs found on
 every replica that applied them, acknowledged offset commits that never go back.
 
-POCKETMQ_DLEDGER_SIM_SEEDS (per cluster size; CI default 8) and POCKETMQ_DLEDGER_SIM_STEPS
+POCKETMQ_DLEDGER_SIM_SEEDS (per cluster size; CI default 12) and POCKETMQ_DLEDGER_SIM_STEPS
 (default 1,500) set the size; POCKETMQ_SIM_FIRST_SEED moves the window. A failure prints
 `SIM_SEED=<n>`; `SIM_SEED=<n>` in the environment runs that seed alone."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from tests.simulation.dledger_sim import MUTANTS, Mutant, replay_command, run_dledger_seed
 
-SEEDS = int(os.environ.get("POCKETMQ_DLEDGER_SIM_SEEDS", "8"))
+SEEDS = int(os.environ.get("POCKETMQ_DLEDGER_SIM_SEEDS", "12"))
 STEPS = int(os.environ.get("POCKETMQ_DLEDGER_SIM_STEPS", "1500"))
 FIRST_SEED = int(os.environ.get("POCKETMQ_SIM_FIRST_SEED", "0"))
 ONE_SEED = os.environ.get("SIM_SEED")

@@ -68,14 +68,15 @@ class ReplicatedMetadata:
     # -- the leader's side -------------------------------------------------------------------
     def start_recording(self) -> None:
         """This replica now leads: its changes from here on are replicated."""
-        tables = self.tables
         self._recording = True
         self._offsets.clear()
         self._removed_groups.clear()
         self._removed_topics.clear()
-        self._topics_version = tables.topics.data_version.to_json()
-        self._groups_version = tables.groups.data_version.to_json()
-        self._delay_document = tables.delay_delivery.offsets.snapshot()
+        # The first command carries every document whole: a topic or group this replica
+        # created on its own while it followed (a send it refused, a heartbeat) joins them.
+        self._topics_version = None
+        self._groups_version = None
+        self._delay_document = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dledger-meta")
 
     async def stop_recording(self) -> None:
@@ -83,6 +84,12 @@ class ReplicatedMetadata:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+
+    @property
+    def topics_changed_since_last_command(self) -> bool:
+        return self._recording and (
+            self.tables.topics.data_version.to_json() != self._topics_version
+        )
 
     async def flush(self) -> None:
         """Proposes what changed so far and returns once it committed (raises when this

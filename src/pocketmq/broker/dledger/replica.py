@@ -155,8 +155,7 @@ class DLedgerReplica:
         )
         assert self.metadata is not None
         self.metadata.start_recording()
-        for hook in self.on_master:
-            await hook()
+        await self._run_hooks(self.on_master)
 
     async def _become_slave(self, why: str) -> None:
         self.serving = False
@@ -167,8 +166,14 @@ class DLedgerReplica:
         )  # fmt: skip
         assert self.metadata is not None
         await self.metadata.stop_recording()
-        for hook in self.on_slave:
-            await hook()
+        await self._run_hooks(self.on_slave)
+
+    async def _run_hooks(self, hooks: list[RoleHook]) -> None:
+        for hook in hooks:
+            try:
+                await hook()
+            except Exception:  # a service that fails to start or stop must not stop the roles
+                log.exception("DLedger group %s: a role change step failed", self.settings.group)
 
     def _hand_to_preferred(self) -> None:
         preferred = self.settings.preferred_leader
@@ -198,8 +203,13 @@ class DLedgerReplica:
         node = self._node()
         if not self.serving:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._not_master())
+        metadata = self.metadata
         command = encode_put(messages, self._clock.now_ms(), self.store_host)
         try:
+            if metadata is not None and metadata.topics_changed_since_last_command:
+                # A topic this send created goes into the log before its first message, so
+                # that no replica (and no next master) holds messages of a topic it lacks.
+                await metadata.flush()
             applied = await node.propose(command)
         except (NotLeaderError, ProposalLostError) as exc:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"{exc}; send again")
