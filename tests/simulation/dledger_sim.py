@@ -7,8 +7,10 @@ A crash closes the node's store without the clean-stop steps (its files and the 
 stay, as after SIGKILL: the page cache survives, a power loss is not modelled); a restart builds
 new objects on the same directory, loads the store, restores the node's snapshot and applies the
 committed entries after it, as `RaftNode` does. Snapshots follow `RaftNode._maybe_snapshot` with
-`compact_behind_followers` (a leader keeps every entry a follower still lacks); the metadata
-tables start empty at each restart (their files are not modelled).
+`compact_behind_followers` (a leader keeps every entry a follower still lacks); followers do not
+compact here, where `RaftNode`'s do: a follower that compacted and then leads can reach a replica
+lacking what its image covers, which stops it (a test shows it with `followers_compact`). The
+metadata tables start empty at each restart (their files are not modelled).
 
 Clients talk to a leader once it applied an entry of its own term (DLedger's barrier): PUTs of
 known bodies to a few queues, and consumer offset commits taken into the leader's table first and

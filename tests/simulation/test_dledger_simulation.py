@@ -63,18 +63,20 @@ def test_simulation_catches_state_machine_mutant(mutant: Mutant, tmp_path: Path)
 def test_a_leader_restarted_in_its_term_keeps_its_replicated_offset_commits(
     tmp_path: Path,
 ) -> None:
-    """With the origin `DLedgerReplica._origin` gives (node, current term) whatever the role,
-    node 3 leads term 1, crashes, restarts as a follower still in term 1 and skips its own META
-    entries when it replays them: the offsets it acknowledged are gone from its table."""
+    """A mutant of `DLedgerReplica._origin` that names (node, current term) whatever the role
+    (the first version did): node 3 leads term 1, crashes, restarts as a follower still in
+    term 1 and skips its own META entries when it replays them, losing acknowledged offsets."""
     outcome = run_dledger_seed(2, 3, STEPS, root=tmp_path, origin_while_leading=False)
     assert "below the acknowledged commit" in outcome.failure
     assert not run_dledger_seed(2, 3, STEPS, root=tmp_path).failure
 
 
-def test_a_snapshot_from_a_leader_that_compacted_as_follower_breaks_the_commit_log(
+def test_a_snapshot_that_skips_commit_log_data_stops_the_replica_it_reaches(
     tmp_path: Path,
 ) -> None:
-    """With followers compacting as `RaftNode` lets them, a follower that compacted then leads
-    and installs its image on a replica whose CommitLog ends before the image's end."""
+    """Followers compact too (as `RaftNode` lets them); one that then leads may install its
+    image on a replica whose CommitLog ends before the image's end. That replica stops with
+    DivergenceError instead of appending every later message at the wrong offset."""
     outcome = run_dledger_seed(8, 3, STEPS, root=tmp_path, followers_compact=True)
-    assert "installed index" in outcome.failure
+    assert "DivergenceError" in outcome.failure
+    assert "lacks data the group committed" in outcome.failure

@@ -90,8 +90,11 @@ class DLedgerReplica:
         self.node = RaftNode(node_settings, machine)
 
     def _origin(self) -> tuple[int, int]:
+        """What this replica's own META commands carry while it serves: those are in its
+        tables already. A replica restarted in the term it led replays them as a follower, and
+        must apply them (its tables restarted without them)."""
         assert self.node is not None
-        return (self.node.settings.node_id, self.node.raft.term)
+        return (self.node.settings.node_id, self.served_term if self.serving else -1)
 
     async def start(self) -> None:
         node = self._node()

@@ -108,11 +108,13 @@ class CommitLogStateMachine:
             )
             store.truncate(end)
         elif have < end:
-            log.error(
-                "the CommitLog ends at %d, before the snapshot's end %d: this replica lacks "
-                "data the group committed; copy the store of a healthy replica here",
-                have,
-                end,
+            # A leader's snapshot reached a replica that lacks what it covers (the leader
+            # compacted while following): appending after it would put every later message at
+            # the wrong offset, so this replica stops instead.
+            raise DivergenceError(
+                f"the CommitLog ends at {have}, before the snapshot's end {end}: this replica "
+                "lacks data the group committed; stop it, copy the store of a healthy replica "
+                "here and start it again"
             )
 
 
