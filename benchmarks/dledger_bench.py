@@ -142,7 +142,9 @@ def main() -> None:
     row("sync send p50 / p99", lambda r: " / ".join(f"{v:,.0f} us" for v in r["sync_send_us"]))
     row("receipt: durability, replicas (mean)",
         lambda r: f"{r['durability']}, {r['replicas_mean']:.2f}")  # fmt: skip
-    row(f"pipelined ({args.window} in flight)", lambda r: f"{r['pipelined_msgs_per_s']:,.0f} msgs/s")
+    row(
+        f"pipelined ({args.window} in flight)", lambda r: f"{r['pipelined_msgs_per_s']:,.0f} msgs/s"
+    )
     base = results["SYNC_MASTER"]["pipelined_msgs_per_s"]
     row("pipelined, against SYNC_MASTER", lambda r: f"{r['pipelined_msgs_per_s'] / base:.2f}x")
 

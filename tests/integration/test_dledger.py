@@ -2,12 +2,14 @@
 registers as brokerId 0; sends are acknowledged by a majority and every replica holds the same
 CommitLog bytes; followers refuse writes with SERVICE_NOT_AVAILABLE and serve reads; killing
 the master elects another that has every acknowledged message, the consumer offsets and the
-topics; a restarted replica catches up; leadership moves to a named replica on demand."""
+topics, and delivers the timer and delayed messages the old one had not, none twice; a restarted
+replica catches up; leadership moves to a named replica on demand."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +200,38 @@ def test_a_broken_dledger_setting_stops_the_broker_with_one_line(tmp_path: Path)
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1, completed.stderr
     assert "dLegerSelfId='n3' is not one of the dLegerPeers (n0)" in lines[0]
+
+
+def test_timer_and_delayed_messages_are_delivered_once_across_a_failover(
+    group: DLedgerGroup,
+) -> None:
+    """Six timers a second apart and five level-1 delays: the master delivers some, dies half
+    a second after a slot, and the next master delivers the rest, none twice."""
+    master = group.wait_master()
+    now_ms = int(time.time() * 1000)
+    first_slot = now_ms - now_ms % 1000 + 2000
+    with Producer("timers", namesrv=group.namesrv_addr, send_timeout_s=6) as producer:
+        for i in range(6):
+            message = Message(
+                "TimerTarget", f"timer-{i}".encode(), deliver_time_ms=first_slot + i * 1000
+            )
+            assert producer.send(message).status is SendStatus.SEND_OK
+        for i in range(5):
+            message = Message("TimerTarget", f"delay-{i}".encode(), delay_level=1)
+            assert producer.send(message).status is SendStatus.SEND_OK
+    # Half a second after the third timer's slot: the first three (and the delays) are out and
+    # their progress replicated long before; three timers are still waiting.
+    kill_at = (first_slot + 2 * 1000 + 500) / 1000
+    wait_until(lambda: time.time() >= kill_at, "the moment to kill the master", timeout_s=10)
+    delivered_before = {m.message.body for m in group.admin.consume("TimerTarget", count=100)}
+    assert {b"timer-0", b"timer-1", b"timer-2"} <= delivered_before
+    group.kill(master)
+    new_master = group.wait_master(other_than=master)
+    expected = {f"timer-{i}".encode() for i in range(6)} | {f"delay-{i}".encode() for i in range(5)}
+
+    def bodies() -> list[bytes]:
+        return [m.message.body for m in group.admin.consume("TimerTarget", count=100)]
+
+    wait_until(lambda: set(bodies()) >= expected, "every timer and delay delivered", timeout_s=30)
+    delivered = bodies()
+    assert sorted(delivered) == sorted(expected), f"delivered twice on {new_master}"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.transaction.check_service import TransactionCheckService
-from pocketmq.store.timer import TimerMessageStore
+from pocketmq.store.timer import TimerHandover, TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,9 @@ class MasterServices:
     ) -> None:
         self.delay_delivery = delay_delivery
         self.timer_store = timer_store
+        self.timer_handover: Callable[[], TimerHandover | None] | None = None
+        """In a replicated group: where the last master's timer store was; the timer store
+        takes over from there instead of from its own files."""
         self._make_checks = transaction_checks
         self.transaction_checks: TransactionCheckService | None = None
         self.running = False
@@ -39,9 +42,12 @@ class MasterServices:
         self.running = True
         self.delay_delivery.start()
         if self.timer_store is not None:
-            if not self._timer_loaded:
+            handover = self.timer_handover() if self.timer_handover is not None else None
+            if handover is not None:
+                await asyncio.to_thread(self.timer_store.take_over, handover)
+            elif not self._timer_loaded:
                 await asyncio.to_thread(self.timer_store.load)
-                self._timer_loaded = True
+            self._timer_loaded = True
             self.timer_store.start()
         self.transaction_checks = self._make_checks()
         self.transaction_checks.start()

@@ -266,8 +266,13 @@ class BrokerServer:
                 self.clock,
                 self._topics_changed,
                 wiring.admin_stats.groups_changed,
+                self.timer_store,
             )
         )
+        metadata = dledger.metadata
+        assert metadata is not None
+        assert self.master_services is not None
+        self.master_services.timer_handover = lambda: metadata.timer_handover
 
         async def switch() -> None:
             services = self.master_services

@@ -1,6 +1,7 @@
 """A DLedger group's metadata in its Raft log: consumer offsets, topics, subscription groups
 and delay offsets, so that a new leader starts exactly where the group was (RocketMQ copies
-them from the master every 10 s, and a switch rewinds them).
+them from the master every 10 s, and a switch rewinds them), and how far the master's timer
+store has come.
 
 The leader collects what changed into one META command: each offset commit and removal as it
 happened, and the topic, group and delay-offset documents whole when their version moved. It
@@ -24,6 +25,7 @@ from pocketmq.broker.topics import TopicTable
 from pocketmq.raft.node import NotLeaderError, ProposalLostError
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.store.timer import TimerHandover, TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class MetadataTables:
     clock: Clock
     topics_changed: Callable[[], None]
     groups_changed: Callable[[], None]
+    timer_store: TimerMessageStore | None = None
+    """Its progress (`TimerHandover`) is replicated while it runs on the master."""
 
 
 class ReplicatedMetadata:
@@ -61,6 +65,9 @@ class ReplicatedMetadata:
         self._topics_version: dict[str, int] | None = None
         self._groups_version: dict[str, int] | None = None
         self._delay_document: dict[str, Any] | None = None
+        self._timer_document: dict[str, int] | None = None
+        self.timer_handover: TimerHandover | None = None
+        """The last master's timer progress as the log says (the next master resumes there)."""
         self._task: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
         tables.offsets.listener = self._on_offset_change
@@ -77,9 +84,13 @@ class ReplicatedMetadata:
         self._topics_version = None
         self._groups_version = None
         self._delay_document = None
+        self._timer_document = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dledger-meta")
 
     async def stop_recording(self) -> None:
+        timer = self._running_timer()
+        if timer is not None:
+            self.timer_handover = TimerHandover.from_json(timer)
         self._recording = False
         if self._task is not None:
             await cancel_and_wait(self._task)
@@ -142,7 +153,19 @@ class ReplicatedMetadata:
         if delay != self._delay_document:
             document["delayOffsets"] = delay
             self._delay_document = delay
+        timer = self._running_timer()
+        if timer is not None and timer != self._timer_document:
+            document["timer"] = timer
+            self._timer_document = timer
+            # Its own commands are not applied here: a master re-elected resumes from this.
+            self.timer_handover = TimerHandover.from_json(timer)
         return document
+
+    def _running_timer(self) -> dict[str, int] | None:
+        store = self.tables.timer_store
+        if store is None or not store.running:
+            return None
+        return store.handover.to_json()
 
     # -- every replica -----------------------------------------------------------------------
     def apply(self, document: dict[str, Any]) -> None:
@@ -166,7 +189,9 @@ class ReplicatedMetadata:
             if "delayOffsets" in document:
                 tables.delay_delivery.offsets.load(document["delayOffsets"])
                 tables.delay_delivery.offsets.changed = True
-        except (TypeError, ValueError) as exc:
+            if "timer" in document:
+                self.timer_handover = TimerHandover.from_json(document["timer"])
+        except (TypeError, ValueError, KeyError) as exc:
             log.error("a replicated metadata command was skipped: %s", exc)
         finally:
             self._recording = recording
@@ -179,6 +204,7 @@ class ReplicatedMetadata:
             "topics": tables.topics.snapshot(),
             "groups": tables.groups.snapshot(),
             "delayOffsets": tables.delay_delivery.offsets.snapshot(),
+            "timer": self.timer_handover.to_json() if self.timer_handover else None,
         }
 
     def restore(self, image: dict[str, Any]) -> None:
@@ -191,6 +217,8 @@ class ReplicatedMetadata:
             tables.groups.load(image.get("groups"))
             tables.delay_delivery.offsets.load(image.get("delayOffsets"))
             tables.delay_delivery.offsets.changed = True
+            timer = image.get("timer")
+            self.timer_handover = TimerHandover.from_json(timer) if timer else None
         finally:
             self._recording = recording
         tables.topics_changed()

@@ -4,6 +4,7 @@
 from pocketmq.common.topic_names import TIMER_TOPIC
 from pocketmq.store.timer.messages import TIMER_QUEUE_ID, delete_key
 from pocketmq.store.timer.timer_store import (
+    TimerHandover,
     TimerLoadResult,
     TimerMessageStore,
     wheel_slot_count,
@@ -12,6 +13,7 @@ from pocketmq.store.timer.timer_store import (
 __all__ = [
     "TIMER_QUEUE_ID",
     "TIMER_TOPIC",
+    "TimerHandover",
     "TimerLoadResult",
     "TimerMessageStore",
     "delete_key",

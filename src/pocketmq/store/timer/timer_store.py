@@ -110,6 +110,29 @@ class TimerLoadResult:
     read_time_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class TimerHandover:
+    """How far another replica's timer store had come (a DLedger group replicates it), so that
+    the next master neither delivers a timer twice nor loses one."""
+
+    enqueue_offset: int
+    read_time_ms: int
+    slot_done: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "enqueueOffset": self.enqueue_offset,
+            "readTimeMs": self.read_time_ms,
+            "slotDone": self.slot_done,
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, int]) -> TimerHandover:
+        return cls(
+            int(document["enqueueOffset"]), int(document["readTimeMs"]), int(document["slotDone"])
+        )
+
+
 class TimerMessageStore:
     """Holds timer messages until due; `load`, then `start` on the loop, `stop` at shutdown."""
 
@@ -164,6 +187,8 @@ class TimerMessageStore:
         self._housekept_at = 0.0
         self._file_max_time: dict[int, int] = {}
         self.last_load: TimerLoadResult | None = None
+        self._delivered_before: TimerHandover | None = None
+        """After `take_over`: what the previous master had delivered, skipped when met."""
 
     @property
     def wheel(self) -> TimerWheel:
@@ -264,6 +289,46 @@ class TimerMessageStore:
             self.enqueue_offset,
             read_time,
         )
+        return self.last_load
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and self._checkpoint is not None
+
+    @property
+    def handover(self) -> TimerHandover:
+        """Where this store is, for the replica that delivers after it."""
+        return TimerHandover(self.enqueue_offset, self.read_time_ms, self.slot_done)
+
+    def take_over(self, handover: TimerHandover) -> TimerLoadResult:
+        """Loads as the next master of a replicated group: this replica's own timer files
+        (behind what the previous master did) are dropped and the wheel is rebuilt from the
+        whole timer queue, from the previous master's read time on. A timer it had enqueued
+        into a slot before its read time was delivered, and is skipped; the rest are linked
+        again. Only the entries of the slot it was delivering may go out twice. Blocking."""
+        if self._checkpoint is not None:
+            self.close()
+        for name in self._fs.list_dir(self.root) if self._fs.exists(self.root) else []:
+            path = self.root / name
+            if self._fs.is_dir(path):
+                for child in self._fs.list_dir(path):
+                    self._fs.remove(path / child)
+            else:
+                self._fs.remove(path)
+        self.load()
+        read_time = handover.read_time_ms - handover.read_time_ms % self.precision_ms
+        self.delivery.read_time_ms = read_time
+        self.delivery.slot_done = handover.slot_done
+        self.enqueue_offset = self._bounded_enqueue_offset(0)
+        self._delivered_before = handover
+        self._save()
+        log.info(
+            "timer store taken over: deliver from %d, the previous master enqueued up to "
+            "queue offset %d",
+            read_time,
+            handover.enqueue_offset,
+        )
+        assert self.last_load is not None
         return self.last_load
 
     def _bounded_enqueue_offset(self, offset: int) -> int:
@@ -465,6 +530,12 @@ class TimerMessageStore:
             key_hash=key_hash(key) if key else 0,
         )
         slot_time = entry.time_ms
+        before = self._delivered_before
+        if before is not None:
+            if queue_offset >= before.enqueue_offset:
+                self._delivered_before = None
+            elif slot_time < before.read_time_ms:
+                return True  # the previous master delivered it
         if slot_time < self.read_time_ms or (
             slot_time == self.read_time_ms and self.delivery.chain is not None
         ):
