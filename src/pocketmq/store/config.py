@@ -30,6 +30,8 @@ class MessageStoreConfig:
     """Settings of one message store; defaults are RocketMQ's."""
 
     store_path_root_dir: str = key("storePathRootDir", "store")
+    # Empty: `<storePathRootDir>/commitlog`, where RocketMQ's sample files point it too.
+    store_path_commit_log: str = key("storePathCommitLog", "")
     mapped_file_size_commit_log: int = key(
         "mappedFileSizeCommitLog", COMMITLOG_FILE_SIZE_DEFAULT, "mapedFileSizeCommitLog"
     )

@@ -66,7 +66,9 @@ class MessageStore:
         self.root = Path(config.store_path_root_dir)
         self.store_host = store_host
         self.commit_log = CommitLog(
-            self.root / "commitlog",
+            Path(config.store_path_commit_log)
+            if config.store_path_commit_log
+            else self.root / "commitlog",
             file_size=config.mapped_file_size_commit_log,
             clock=self.clock,
             store_host=store_host,
