@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import secrets
 import shutil
 import subprocess
-import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketmq.testing import ServerProcess
+from pocketmq.testing import ServerProcess, start_server_process
 
-_READY = re.compile(r"^pocketmq .* ready at (\S+)$")
 """The line every pocketmq server prints once it serves (as `pocketmq.testing` expects)."""
 
 IP_TIMEOUT_S = 10.0
@@ -163,45 +159,5 @@ class NamespaceNetwork:
 def start_server_in(
     host: Host, args: Sequence[str], log_path: Path, *, timeout_s: float = 30.0
 ) -> ServerProcess:
-    """`pocketmq.testing.start_server_process`, run inside `host`'s namespace: returns once
-    the server printed its ready line.
-
-    Raises:
-        RuntimeError: it exited or did not get ready within `timeout_s`; the message carries
-            its log.
-    """
-    command = host.argv([sys.executable, "-m", "pocketmq.cli.main", *args])
-    with log_path.open("w") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    ready = threading.Event()
-    found: list[str] = []
-
-    def copy_output() -> None:
-        assert process.stdout is not None
-        with log_path.open("a") as out:
-            for line in process.stdout:
-                out.write(line)
-                out.flush()
-                match = _READY.match(line.strip())
-                if match and not ready.is_set():
-                    found.append(match.group(1))
-                    ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=copy_output, daemon=True)
-    reader.start()
-    if not ready.wait(timeout_s) or not found:
-        process.kill()
-        process.wait(timeout=30)
-        raise RuntimeError(
-            f"pocketmq {' '.join(args)} in {host.namespace} did not get ready within "
-            f"{timeout_s} s (exit code {process.returncode}); its log:\n"
-            f"{log_path.read_text(errors='replace')}"
-        )
-    return ServerProcess(list(args), process, found[0], log_path, reader)
+    """`pocketmq.testing.start_server_process`, run inside `host`'s namespace."""
+    return start_server_process(args, log_path, timeout_s=timeout_s, command_prefix=host.argv([]))

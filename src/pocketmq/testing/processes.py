@@ -71,15 +71,20 @@ class ServerProcess:
 
 
 def start_server_process(
-    args: Sequence[str], log_path: Path, *, timeout_s: float = 30.0
+    args: Sequence[str],
+    log_path: Path,
+    *,
+    timeout_s: float = 30.0,
+    command_prefix: Sequence[str] = (),
 ) -> ServerProcess:
-    """Runs `pocketmq <args>` and returns once it printed its ready line.
+    """Runs `pocketmq <args>` and returns once it printed its ready line. `command_prefix`
+    goes before the interpreter (`ip netns exec NAME` runs it in a network namespace).
 
     Raises:
         RuntimeError: the process exited or did not get ready within `timeout_s`; the message
             carries its log.
     """
-    command = [sys.executable, "-m", "pocketmq.cli.main", *args]
+    command = [*command_prefix, sys.executable, "-m", "pocketmq.cli.main", *args]
     log_file = log_path.open("w")
     process = subprocess.Popen(
         command,
