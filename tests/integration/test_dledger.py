@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,3 +236,30 @@ def test_timer_and_delayed_messages_are_delivered_once_across_a_failover(
     wait_until(lambda: set(bodies()) >= expected, "every timer and delay delivered", timeout_s=30)
     delivered = bodies()
     assert sorted(delivered) == sorted(expected), f"delivered twice on {new_master}"
+
+
+def test_a_send_waits_within_its_timeout_for_a_group_without_a_master(
+    group: DLedgerGroup,
+) -> None:
+    """Two of three replicas down: no majority, no master; the send started then succeeds
+    once one of them is back, instead of failing at once for want of a writable queue."""
+    master = group.wait_master()
+    send_all(group, 3, "g")
+    others = [name for name in group.replicas if name != master]
+    group.kill(master)
+    group.kill(others[0])
+    with Producer("waiting", namesrv=group.namesrv_addr, send_timeout_s=20) as producer:
+        wait_until(
+            lambda: (
+                not any(b.broker_addrs.get(0) for b in group.admin.topic_route(TOPIC).broker_datas)
+            ),
+            "the NameServer routing no master",
+            timeout_s=30,
+        )
+        restarter = threading.Timer(1.0, group.start, args=(master,))
+        restarter.start()
+        try:
+            result = producer.send(Message(TOPIC, b"after the outage"))
+        finally:
+            restarter.join(timeout=60)
+    assert result.status is SendStatus.SEND_OK

@@ -211,6 +211,9 @@ class BrokerServer:
         )
         server.handlers.update(wiring.routes())
         server.on_channel_closed.append(wiring.client_handlers.channel_closed)
+        if dledger is not None:
+            # Before serving: restoring from the Raft log may cut the CommitLog back.
+            self._follow_dledger_roles(dledger, wiring)
         identity = BrokerIdentity(
             cluster_name=self.config.broker_cluster_name,
             broker_name=self.config.broker_name,
@@ -228,7 +231,6 @@ class BrokerServer:
         )
         await server.serve()
         if dledger is not None:
-            self._follow_dledger_roles(dledger, wiring)
             await dledger.start()
         elif self.config.broker_role is not BrokerRole.SLAVE:
             # As RocketMQ: only a master delivers; a slave gets the results by replication.

@@ -28,11 +28,14 @@ class TopicPublishInfo:
         topic: The topic.
         queues: Writable queues on brokers with a master, in RocketMQ's order.
         order_topic: Whether the route carries an `orderTopicConf` (strictly ordered topic).
+        awaiting_master: Some broker group of the topic's route has no master now (it
+            failed; a DLedger group is electing another).
     """
 
     topic: str
     queues: tuple[MessageQueue, ...]
     order_topic: bool = False
+    awaiting_master: bool = False
 
 
 def publish_queues(topic: str, route: TopicRouteData) -> TopicPublishInfo:
@@ -51,7 +54,9 @@ def publish_queues(topic: str, route: TopicRouteData) -> TopicPublishInfo:
         if data.perm & PERM_WRITE and data.broker_name in masters
         for queue_id in range(data.write_queue_nums)
     ]
-    return TopicPublishInfo(topic, tuple(queues))
+    # A NameServer drops a group's queues with its master, and keeps its slaves.
+    awaiting = any(MASTER_ID not in data.broker_addrs for data in route.broker_datas)
+    return TopicPublishInfo(topic, tuple(queues), awaiting_master=awaiting)
 
 
 def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:

@@ -440,6 +440,18 @@ class Producer:
     async def _send_with_retries(self, prepared: PreparedSend) -> SendResult:
         deadline = self._clock.monotonic() + self.send_timeout_s
         info = await self._publish_info(prepared.topic)
+        pause_s = _FAILOVER_FIRST_PAUSE_S
+        while not info.queues and info.awaiting_master:
+            # Its only broker groups are between masters: wait for one within the budget.
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                raise ConnectionFailedError(
+                    f"no master of topic {prepared.topic}'s brokers within "
+                    f"{self.send_timeout_s:g} s: they are down or electing one"
+                )
+            await asyncio.sleep(min(pause_s, remaining))
+            pause_s = min(pause_s * 2, _FAILOVER_MAX_PAUSE_S)
+            info = await self._refreshed_publish_info(prepared.topic, info, keep_empty=True)
         if not info.queues:
             raise TopicNotFoundError(
                 f"topic {prepared.topic} has no writable queue: check its permissions with "
@@ -487,14 +499,18 @@ class Producer:
         raise last_error
 
     async def _refreshed_publish_info(
-        self, topic: str, current: TopicPublishInfo
+        self, topic: str, current: TopicPublishInfo, *, keep_empty: bool = False
     ) -> TopicPublishInfo:
+        """The topic's route asked again; `current` when that fails or (unless
+        `keep_empty`) names no writable queue."""
         try:
             await self.instance.fetch_route(topic)
         except RocketMQError:
             return current
         refreshed = self.instance.routes.publish.get(topic)
-        return refreshed if refreshed is not None and refreshed.queues else current
+        if refreshed is None or not (refreshed.queues or keep_empty):
+            return current
+        return refreshed
 
     async def _send_to_queue(
         self, prepared: PreparedSend, queue: MessageQueue, timeout_s: float
