@@ -6,13 +6,17 @@ free loopback ports with data in a temporary directory. A producer thread
 (`pocketmq.client.Producer`, send timeout 3 s, the client's defaults otherwise) sends 1 KiB
 messages one after the other without pause. Each round waits until the group is healthy
 (the NameServer routes broker-a's three replicas, one as brokerId 0), lets a random 0.5-2.5 s
-pass, SIGKILLs the replica that is brokerId 0, waits for the first acknowledged send after
-the kill, restarts the killed replica and waits for health again. Per round it records:
+pass, SIGKILLs the replica that is brokerId 0, waits for the first send another replica
+acknowledges, restarts the killed replica and waits for health again. Per round it records:
 
-- failover: from the last acknowledgement before the kill to the first after it, as the
-  client sees it (election, the new master registering, the client finding it);
-- failed sends: sends that raised between the kill and the end of the round (a failover
-  longer than the send timeout fails sends; shorter ones cost only a delay);
+- failover: from the killed master's last acknowledgement to the first of its successor
+  (which broker stored a message is read from its offset message id), as the client sees
+  it: election, the new master registering, the client finding it. Within a send the
+  producer asks again after pauses of 50 ms doubling up to 400 ms, so a short failover is
+  seen only at its next look (0.35, 0.75, 1.15, 1.55 ... s after the first failed attempt);
+- failed sends: sends that raised between the kill and the end of the round. A failover
+  shorter than the send timeout costs only a delay; in a longer one each send waits for a
+  master for its whole 3 s, then fails;
 - healthy after: from the kill until the NameServer routes all three replicas again;
 - rejoin pause: the longest gap between acknowledgements after the failover, while the
   killed replica restarts and rejoins.
@@ -48,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,15 +65,16 @@ from tests.conformance.reference import (  # noqa: E402
     JAVA_DIR,
     SERVER_JVM,
     ReferenceUnavailable,
-    _tail,
-    _wait_until_ready,
     fetch_jars,
     free_port,
+    log_tail,
+    wait_until_ready,
 )
 from tests.integration.dledger import BROKER_NAME, DLedgerGroup  # noqa: E402
 
 from pocketmq.client import Admin, Message, Producer, RocketMQError  # noqa: E402
 from pocketmq.client.admin import AdminError, TopicSettings  # noqa: E402
+from pocketmq.common.message_id import MessageIdError, decode_offset_msg_id  # noqa: E402
 from pocketmq.testing import wait_until  # noqa: E402
 
 TOPIC = "FailoverBench"
@@ -215,14 +221,15 @@ class RocketGroup:
         with log.open("wb") as output:
             process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
         self.processes[name] = JavaProcess(process, log)
-        _wait_until_ready(port, process, log, ready_line)
+        wait_until_ready(port, process, log, ready_line)
 
     def kill(self, name: str) -> None:
         running = self.processes.pop(name, None)
-        if running is not None and running.process.poll() is None:
+        if running is None:
+            return
+        if running.process.poll() is None:
             running.process.kill()
-        if running is not None:
-            running.process.wait(30)
+        running.process.wait(30)
 
     def close(self) -> None:
         """Kills every JVM: the stores are throwaways, and an orderly shutdown takes 15 s."""
@@ -231,19 +238,22 @@ class RocketGroup:
 
     def logs(self) -> str:
         return "\n".join(
-            f"--- {path.name}\n{_tail(path)}" for path in sorted(self.work.glob("*.log"))
+            f"--- {path.name}\n{log_tail(path)}" for path in sorted(self.work.glob("*.log"))
         )
 
 
 @dataclass
 class Load:
-    """A producer thread sending without pause; when sends were acknowledged or failed.
+    """A producer thread sending without pause; when sends were acknowledged, by which
+    broker, and when they failed.
 
     Acknowledgement times are appended by one thread in increasing order, so they stay
     sorted and the round's questions are binary searches."""
 
     namesrv: str
     acked: list[float] = field(default_factory=list)
+    acked_by_port: list[int] = field(default_factory=list)
+    """The port of the broker that stored each acknowledged message (from its offset id)."""
     failed: list[tuple[float, float, str]] = field(default_factory=list)
     """(when it failed, how long it took, the error)"""
     stop: threading.Event = field(default_factory=threading.Event)
@@ -256,24 +266,32 @@ class Load:
             while not self.stop.is_set():
                 started = time.monotonic()
                 try:
-                    producer.send(Message(TOPIC, BODY))
+                    result = producer.send(Message(TOPIC, BODY))
                 except RocketMQError as exc:
                     ended = time.monotonic()
                     with self.lock:
                         self.failed.append((ended, ended - started, f"{type(exc).__name__}: {exc}"))
                     continue
+                acked_at = time.monotonic()
+                try:
+                    port = decode_offset_msg_id(result.offset_msg_id)[0][1]
+                except MessageIdError:
+                    port = -1
                 with self.lock:
-                    self.acked.append(time.monotonic())
+                    self.acked.append(acked_at)
+                    self.acked_by_port.append(port)
 
-    def last_ack_before(self, moment: float) -> float | None:
+    def failover(self, fault_at: float, killed_port: int) -> tuple[float, float] | None:
+        """(the killed master's last acknowledgement, its successor's first), once there is
+        one. Not simply the first after the kill: answers the killed master wrote before it
+        died can still arrive after the signal."""
         with self.lock:
-            index = bisect.bisect_right(self.acked, moment)
-            return self.acked[index - 1] if index else None
-
-    def first_ack_after(self, moment: float) -> float | None:
-        with self.lock:
-            index = bisect.bisect_right(self.acked, moment)
-            return self.acked[index] if index < len(self.acked) else None
+            index = bisect.bisect_right(self.acked, fault_at)
+            while index < len(self.acked) and self.acked_by_port[index] == killed_port:
+                index += 1
+            if index == len(self.acked) or index == 0:
+                return None
+            return self.acked[index - 1], self.acked[index]
 
     def longest_gap(self, start: float, end: float) -> float:
         with self.lock:
@@ -332,13 +350,13 @@ def fail_over(
     time.sleep(rng.uniform(0.5, 2.5))  # the fault's moment: random, by design
     fault_at = time.monotonic()
     group.kill(master)
-    first = wait_until(
-        lambda: load.first_ack_after(fault_at),
-        "an acknowledged send after the fault",
+    killed_port = int(addresses[master].rpartition(":")[2])
+    last, first = wait_until(
+        lambda: load.failover(fault_at, killed_port),
+        "an acknowledged send by a new master",
         timeout_s=FAILOVER_WAIT_S,
         describe=group.logs,
     )
-    last = load.last_ack_before(fault_at) or fault_at
     # Restarted only after the failover, so that a JVM booting does not take the CPU the
     # election needs.
     group.start(master)
@@ -431,7 +449,7 @@ def print_tables(results: dict[str, dict[str, Any]]) -> None:
     print(f"\n| 3 replicas, SIGKILL of the master | {' | '.join(systems)} |")
     print(f"| --- |{' ---: |' * len(systems)}")
 
-    rows = {
+    rows: dict[str, Callable[[dict[str, Any]], str]] = {
         "failover median / worst": lambda s: (
             f"{s['failover_s_median']:.2f} s / {s['failover_s_worst']:.2f} s"
         ),

@@ -150,7 +150,7 @@ def free_port() -> int:
         return port
 
 
-def _wait_until_ready(
+def wait_until_ready(
     port: int, process: subprocess.Popen[bytes], log: Path, line: str | None
 ) -> None:
     """Until `port` accepts connections and, when given, `line` is in the log (a broker's port
@@ -158,7 +158,7 @@ def _wait_until_ready(
     deadline = time.monotonic() + BOOT_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise ReferenceUnavailable(f"it exited with {process.returncode}: {_tail(log)}")
+            raise ReferenceUnavailable(f"it exited with {process.returncode}: {log_tail(log)}")
         with socket.socket() as probe:
             probe.settimeout(0.5)
             if probe.connect_ex(("127.0.0.1", port)) == 0 and (
@@ -166,10 +166,12 @@ def _wait_until_ready(
             ):
                 return
         time.sleep(0.2)
-    raise ReferenceUnavailable(f"not ready on port {port} within {BOOT_TIMEOUT_S} s: {_tail(log)}")
+    raise ReferenceUnavailable(
+        f"not ready on port {port} within {BOOT_TIMEOUT_S} s: {log_tail(log)}"
+    )
 
 
-def _tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
     lines = log.read_text(errors="replace").splitlines()
     return "\n".join(line for line in lines if "|-" not in line)[-2000:]
 
@@ -242,7 +244,7 @@ class ApacheRocketMQ:
             await client.close()
         raise ReferenceUnavailable(
             f"Apache RocketMQ's broker did not register within {BOOT_TIMEOUT_S} s: "
-            f"{_tail(self.work / 'broker.log')}"
+            f"{log_tail(self.work / 'broker.log')}"
         )
 
     def _start(self, name: str, main: str, port: int, ready_line: str | None = None) -> None:
@@ -262,7 +264,7 @@ class ApacheRocketMQ:
             process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
         self.processes.append(process)
         try:
-            _wait_until_ready(port, process, log, ready_line)
+            wait_until_ready(port, process, log, ready_line)
         except ReferenceUnavailable as exc:
             self.stop()
             raise ReferenceUnavailable(f"Apache RocketMQ's {name} did not start: {exc}") from None
