@@ -12,8 +12,8 @@ acknowledges, restarts the killed replica and waits for health again. Per round 
 - failover: from the killed master's last acknowledgement to the first of its successor
   (which broker stored a message is read from its offset message id), as the client sees
   it: election, the new master registering, the client finding it. Within a send the
-  producer asks again after pauses of 50 ms doubling up to 400 ms, so a short failover is
-  seen only at its next look (0.35, 0.75, 1.15, 1.55 ... s after the first failed attempt);
+  producer asks again after pauses of 50 ms doubling up to 200 ms, so a failover is seen
+  only at its next look (0.35, 0.55, 0.75, ... s after the first failed attempt);
 - failed sends: sends that raised between the kill and the end of the round. A failover
   shorter than the send timeout costs only a delay; in a longer one each send waits for a
   master for its whole 3 s, then fails;

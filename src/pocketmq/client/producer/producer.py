@@ -80,7 +80,7 @@ _RETRY_ON_ANOTHER_BROKER: Final = frozenset(
 
 _SPLIT_BUDGET_ABOVE_S: Final = 2.0
 _FAILOVER_FIRST_PAUSE_S: Final = 0.05
-_FAILOVER_MAX_PAUSE_S: Final = 0.4
+_FAILOVER_MAX_PAUSE_S: Final = 0.2
 
 
 def _may_fail_over(error: RocketMQError | None) -> bool:
