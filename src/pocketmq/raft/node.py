@@ -220,7 +220,12 @@ class RaftNode(Generic[ResultT]):
             self._take_requests()
             while raft.has_ready():
                 ready = raft.ready()
-                await asyncio.to_thread(self._persist, ready)
+                if self.settings.fsync:
+                    await asyncio.to_thread(self._persist, ready)
+                else:
+                    # Writes to the page cache only (a new term or vote is fsynced, rarely):
+                    # cheaper here than a hop to a worker thread.
+                    self._persist(ready)
                 self._send(ready.messages)
                 self._apply(ready)
                 raft.advance(ready)
