@@ -263,3 +263,17 @@ def test_a_send_waits_within_its_timeout_for_a_group_without_a_master(
         finally:
             restarter.join(timeout=60)
     assert result.status is SendStatus.SEND_OK
+
+
+def test_leadership_settles_on_the_preferred_leader(tmp_path: Path) -> None:
+    dledger = DLedgerGroup(tmp_path, preferredLeaderId="n2")
+    try:
+        dledger.start_all()
+        wait_until(
+            lambda: (dledger.status("n2") or {}).get("master") is True,
+            "n2, the preferred leader, serving as master",
+            timeout_s=30,
+        )
+        send_all(dledger, 5, "p")
+    finally:
+        dledger.close()

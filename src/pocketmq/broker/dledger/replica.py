@@ -137,8 +137,12 @@ class DLedgerReplica:
             if raft.role is Role.LEADER and not self.serving:
                 term = raft.term
                 try:
-                    await node.propose(BARRIER)
-                except (NotLeaderError, ProposalLostError):
+                    # Bounded: a leader cut off right after its election would wait until the
+                    # partition heals; the next round looks at the role again.
+                    async with asyncio.timeout(2 * self.settings.election_timeout_ms / 1000):
+                        await node.propose(BARRIER)
+                except (NotLeaderError, ProposalLostError, TimeoutError):
+                    self._changed.set()
                     continue
                 if raft.role is Role.LEADER and raft.term == term:
                     await self._become_master(term)
