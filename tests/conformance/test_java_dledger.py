@@ -15,7 +15,7 @@ import pytest
 
 from pocketmq.testing import wait_until
 from tests.conformance.reference import run_java_driver
-from tests.integration.dledger import DLedgerGroup
+from tests.integration.dledger import DLedgerGroup, running_group
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +25,8 @@ RUN_S = 14
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
-    dledger = DLedgerGroup(tmp_path)
-    try:
-        dledger.start_all()
+    with running_group(tmp_path) as dledger:
         yield dledger
-    finally:
-        dledger.close()
 
 
 def test_the_java_producer_follows_a_new_master(

@@ -18,21 +18,17 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from pocketmq.client import (
     ConsumeResult,
-    Message,
     MessageExt,
-    Producer,
     PushConsumer,
-    RocketMQError,
 )
 from pocketmq.testing import wait_until
-from tests.integration.dledger import DLedgerGroup
+from tests.integration.dledger import DLedgerGroup, SendLoad, running_group
 
 log = logging.getLogger(__name__)
 
@@ -41,53 +37,13 @@ ROUNDS = int(os.environ.get("POCKETMQ_DLEDGER_ROUNDS", "20"))
 CHECKER_GROUP = "offset-checker"
 
 
-@dataclass
-class Load:
-    """A producer thread sending without pause; what was acknowledged, where and when."""
-
-    namesrv: str
-    acked: list[tuple[int, int, bytes, float]] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self) -> None:
-        with Producer("failover-producer", namesrv=self.namesrv, send_timeout_s=5) as producer:
-            sequence = 0
-            while not self.stop.is_set():
-                body = f"m-{sequence}".encode()
-                sequence += 1
-                try:
-                    result = producer.send(Message(TOPIC, body))
-                except RocketMQError as exc:
-                    with self.lock:
-                        self.failures.append(str(exc))
-                    continue
-                with self.lock:
-                    self.acked.append(
-                        (result.queue.queue_id, result.queue_offset, body, time.monotonic())
-                    )
-
-    def last_ack_before(self, moment: float) -> float:
-        with self.lock:
-            return max((t for *_, t in self.acked if t <= moment), default=moment)
-
-    def first_ack_after(self, moment: float) -> float | None:
-        with self.lock:
-            return min((t for *_, t in self.acked if t > moment), default=None)
-
-
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
-    dledger = DLedgerGroup(tmp_path)
-    try:
-        dledger.start_all()
+    with running_group(tmp_path) as dledger:
         yield dledger
-    finally:
-        dledger.close()
 
 
-def failover_round(group: DLedgerGroup, load: Load, round_no: int, *, pause: bool) -> float:
+def failover_round(group: DLedgerGroup, load: SendLoad, round_no: int, *, pause: bool) -> float:
     """One fault on the master; returns the client-side failover time in seconds."""
     master = group.wait_master()
     time.sleep(random.uniform(0.2, 1.5))  # the fault's moment: random, by design
@@ -130,7 +86,7 @@ def test_no_acknowledged_message_or_offset_is_lost_across_master_failures(
             received.update(m.body for m in messages)
         return ConsumeResult.SUCCESS
 
-    load = Load(group.namesrv_addr)
+    load = SendLoad(group.namesrv_addr, TOPIC)
     sender = threading.Thread(target=load.run, daemon=True)
     sender.start()
     consumer = PushConsumer("failover-consumer", namesrv=group.namesrv_addr)

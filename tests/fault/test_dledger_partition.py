@@ -26,13 +26,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pocketmq.client import Admin, Message, Producer, RocketMQError
+from pocketmq.client import Admin
 from pocketmq.client.admin import AdminError
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -41,6 +41,7 @@ from pocketmq.remoting.transport import RemotingClient
 from pocketmq.testing import ServerProcess, start_server_process, wait_until
 from pocketmq.testing.plugin import print_log_if_failed
 from tests.fault.netns import Host, NamespaceNetwork, NamespacesUnavailable, start_server_in
+from tests.integration.dledger import SendLoad
 
 log = logging.getLogger(__name__)
 
@@ -340,39 +341,6 @@ def group(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Partitione
 
 
 # -- the load -----------------------------------------------------------------------------------
-@dataclass
-class Load:
-    """A producer thread in the root namespace sending without pause: what was acknowledged,
-    where and when."""
-
-    namesrv: str
-    acked: list[tuple[int, int, bytes, float]] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self) -> None:
-        with Producer("partition-producer", namesrv=self.namesrv, send_timeout_s=5) as producer:
-            sequence = 0
-            while not self.stop.is_set():
-                body = f"m-{sequence}".encode()
-                sequence += 1
-                try:
-                    result = producer.send(Message(TOPIC, body))
-                except RocketMQError as exc:
-                    with self.lock:
-                        self.failures.append(str(exc))
-                    continue
-                with self.lock:
-                    self.acked.append(
-                        (result.queue.queue_id, result.queue_offset, body, time.monotonic())
-                    )
-
-    def acks_after(self, moment: float) -> int:
-        with self.lock:
-            return sum(1 for *_, at in self.acked if at > moment)
-
-
 def test_a_cut_off_master_steps_down_and_rejoins_without_losing_an_acknowledged_message(
     group: PartitionedGroup,
 ) -> None:
@@ -380,7 +348,7 @@ def test_a_cut_off_master_steps_down_and_rejoins_without_losing_an_acknowledged_
     old = group.wait_master(everyone)
     old_term = group.status(old)["term"]
     others = [name for name in everyone if name != old]
-    load = Load(group.namesrv_addr)
+    load = SendLoad(group.namesrv_addr, TOPIC)
     sender = threading.Thread(target=load.run, daemon=True)
     sender.start()
     try:

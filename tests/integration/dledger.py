@@ -4,15 +4,18 @@ broker-a, each its own broker port, DLedger port and data directory; replicas ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketmq.client import Admin
+from pocketmq.client import Admin, Message, Producer, RocketMQError
 from pocketmq.client.admin import AdminError
 from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
 
@@ -176,3 +179,57 @@ class DLedgerGroup:
 
 def status_json(document: dict[str, Any]) -> str:
     return json.dumps(document, sort_keys=True)
+
+
+@contextlib.contextmanager
+def running_group(root: Path, **extra: str) -> Iterator[DLedgerGroup]:
+    """A started group of three, closed (every process stopped) on the way out."""
+    group = DLedgerGroup(root)
+    group.extra.update(extra)
+    try:
+        group.start_all()
+        yield group
+    finally:
+        group.close()
+
+
+@dataclass
+class SendLoad:
+    """A producer thread sending to `topic` without pause: what was acknowledged, where
+    (queue id, queue offset) and when (`time.monotonic()`), and what failed."""
+
+    namesrv: str
+    topic: str
+    acked: list[tuple[int, int, bytes, float]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        with Producer("load-producer", namesrv=self.namesrv, send_timeout_s=5) as producer:
+            sequence = 0
+            while not self.stop.is_set():
+                body = f"m-{sequence}".encode()
+                sequence += 1
+                try:
+                    result = producer.send(Message(self.topic, body))
+                except RocketMQError as exc:
+                    with self.lock:
+                        self.failures.append(str(exc))
+                    continue
+                with self.lock:
+                    self.acked.append(
+                        (result.queue.queue_id, result.queue_offset, body, time.monotonic())
+                    )
+
+    def last_ack_before(self, moment: float) -> float:
+        with self.lock:
+            return max((t for *_, t in self.acked if t <= moment), default=moment)
+
+    def first_ack_after(self, moment: float) -> float | None:
+        with self.lock:
+            return min((t for *_, t in self.acked if t > moment), default=None)
+
+    def acks_after(self, moment: float) -> int:
+        with self.lock:
+            return sum(1 for *_, at in self.acked if at > moment)

@@ -19,19 +19,15 @@ import pytest
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.testing import wait_until
-from tests.integration.dledger import DLedgerGroup
+from tests.integration.dledger import DLedgerGroup, running_group
 
 TOPIC = "DLedgerTopic"
 
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[DLedgerGroup]:
-    dledger = DLedgerGroup(tmp_path)
-    try:
-        dledger.start_all()
+    with running_group(tmp_path) as dledger:
         yield dledger
-    finally:
-        dledger.close()
 
 
 def admin(namesrv: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -266,14 +262,10 @@ def test_a_send_waits_within_its_timeout_for_a_group_without_a_master(
 
 
 def test_leadership_settles_on_the_preferred_leader(tmp_path: Path) -> None:
-    dledger = DLedgerGroup(tmp_path, preferredLeaderId="n2")
-    try:
-        dledger.start_all()
+    with running_group(tmp_path, preferredLeaderId="n2") as dledger:
         wait_until(
             lambda: (dledger.status("n2") or {}).get("master") is True,
             "n2, the preferred leader, serving as master",
             timeout_s=30,
         )
         send_all(dledger, 5, "p")
-    finally:
-        dledger.close()
