@@ -5,7 +5,9 @@ another and sends go on, and `pocketmq up --dledger 3` starts such a group in on
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 from pocketmq.client import Message, Producer, SendStatus
@@ -17,6 +19,7 @@ from pocketmq.testing import (
     wait_until,
 )
 from tests.integration.test_dledger import admin
+from tests.integration.test_docs_examples import README, README_NAMESRV, _run_shell, blocks_of
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dledger"
 
@@ -87,7 +90,9 @@ def master_of(namesrv: str) -> str | None:
     return found.group(1) if found else None
 
 
-def test_up_starts_a_dledger_group_in_one_process(tmp_path: Path) -> None:
+def test_up_starts_a_dledger_group_that_the_readme_commands_show(tmp_path: Path) -> None:
+    """`pocketmq up --dledger 3`, then README.md's DLedger admin block as written (only the
+    NameServer address moved)."""
     up = start_up_process(tmp_path / "data", tmp_path / "up.log", "--dledger", "3")
     try:
         ready = up.log()
@@ -96,5 +101,14 @@ def test_up_starts_a_dledger_group_in_one_process(tmp_path: Path) -> None:
         send(up.address, 5)
         listing = admin(up.address, "clusterList").stdout
         assert listing.count("SLAVE") == 2
+        (block,) = [
+            b
+            for b in blocks_of(README)
+            if b.marker and "run by" in b.marker and Path(__file__).name in b.marker
+        ]
+        environment = {**os.environ}
+        environment["PATH"] = str(Path(sys.executable).parent) + os.pathsep + environment["PATH"]
+        code = block.code.replace(README_NAMESRV, up.address)
+        _run_shell(block.name, code, tmp_path, environment, up.log)
     finally:
         up.stop(timeout_s=30)

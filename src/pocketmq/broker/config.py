@@ -65,6 +65,7 @@ class BrokerConfig:
     preferred_leader_id: str = key("preferredLeaderId", "")
     dleger_heartbeat_interval_ms: int = key("dLegerHeartBeatIntervalMs", 100, minimum=10)
     dleger_election_timeout_ms: int = key("dLegerElectionTimeoutMs", 800, minimum=50)
+    dleger_snapshot_every_entries: int = key("dLegerSnapshotEveryEntries", 10_000, minimum=1)
     recall_message_enable: bool = key("recallMessageEnable", False)
     allow_recall_when_broker_not_writeable: bool = key("allowRecallWhenBrokerNotWriteable", True)
 

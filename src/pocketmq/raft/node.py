@@ -59,8 +59,10 @@ class NodeSettings:
     """Off, entries are acknowledged from the page cache (a process crash keeps them, a
     power loss may not); terms and votes are fsynced either way."""
     compact_behind_followers: bool = False
-    """On, a leader snapshots only entries every follower holds, so that a follower it leads
-    never needs a snapshot: for state machines whose image leaves data out (a CommitLog)."""
+    """On, a node drops from its log only entries every voter holds (a leader knows it from
+    its followers' progress, a follower is told by `RaftNode.held_by_all`), so that no replica
+    it may lead one day needs a snapshot: for state machines whose image leaves data out (a
+    CommitLog). The image is taken when due and kept until then."""
 
 
 class RaftNode(Generic[ResultT]):
@@ -108,6 +110,10 @@ class RaftNode(Generic[ResultT]):
         self._outboxes: dict[int, asyncio.Queue[bytes]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.held_by_all: Callable[[], int] = lambda: 0
+        """On a follower: the highest index every voter is known to hold (its owner learns it
+        from the leader); see `NodeSettings.compact_behind_followers`."""
+        self._due_image: tuple[int, bytes] | None = None
         self.on_change: list[Callable[[], None]] = []
         """Called after a round in which the role, the term or the known leader changed."""
         self._seen: tuple[Role, int, int] = (self.raft.role, self.raft.term, self.raft.leader)
@@ -326,15 +332,27 @@ class RaftNode(Generic[ResultT]):
 
     def _maybe_snapshot(self) -> None:
         log_state = self.raft.log
-        if log_state.applied - log_state.snapshot.index < self.settings.snapshot_every:
-            return
-        if (
-            self.settings.compact_behind_followers
-            and self.raft.role is Role.LEADER
-            and min(self.match_indexes().values()) < log_state.applied
-        ):
-            return
-        snapshot = self.raft.compact(log_state.applied, self.state_machine.snapshot())
+        due = self._due_image
+        if due is not None and due[0] <= log_state.snapshot.index:
+            due = self._due_image = None  # a leader's snapshot replaced the log meanwhile
+        if due is None:
+            if log_state.applied - log_state.snapshot.index < self.settings.snapshot_every:
+                return
+            due = (log_state.applied, self.state_machine.snapshot())
+            if not self.settings.compact_behind_followers:
+                self._compact(*due)
+                return
+            self._due_image = due
+        if self.raft.role is Role.LEADER:
+            held = min(self.match_indexes().values())
+        else:
+            held = self.held_by_all()
+        if held >= due[0]:
+            self._due_image = None
+            self._compact(*due)
+
+    def _compact(self, index: int, image: bytes) -> None:
+        snapshot = self.raft.compact(index, image)
         self.storage.apply_snapshot(snapshot)
         log.info("snapshot at index %d; the log before it is dropped", snapshot.index)
 

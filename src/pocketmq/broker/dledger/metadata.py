@@ -30,6 +30,7 @@ from pocketmq.store.timer import TimerHandover, TimerMessageStore
 log = logging.getLogger(__name__)
 
 COLLECT_INTERVAL_S = 0.05
+HELD_ANNOUNCE_INTERVAL_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,13 @@ class ReplicatedMetadata:
         self._timer_document: dict[str, int] | None = None
         self.timer_handover: TimerHandover | None = None
         """The last master's timer progress as the log says (the next master resumes there)."""
+        self.held_index: Callable[[], int] = lambda: 0
+        """On the master: the highest Raft index every replica holds."""
+        self.held_by_all = 0
+        """That index as the master last announced it: a replica compacts its Raft log only
+        up to it, so that whoever leads next never needs to send a snapshot (which carries
+        no CommitLog bytes)."""
+        self._held_announced_at = -HELD_ANNOUNCE_INTERVAL_S
         self._task: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
         tables.offsets.listener = self._on_offset_change
@@ -153,6 +161,11 @@ class ReplicatedMetadata:
         if delay != self._delay_document:
             document["delayOffsets"] = delay
             self._delay_document = delay
+        held = self.held_index()
+        now = tables.clock.monotonic()
+        if held > self.held_by_all and now - self._held_announced_at >= HELD_ANNOUNCE_INTERVAL_S:
+            document["held"] = self.held_by_all = held
+            self._held_announced_at = now
         timer = self._running_timer()
         if timer is not None and timer != self._timer_document:
             document["timer"] = timer
@@ -191,6 +204,8 @@ class ReplicatedMetadata:
                 tables.delay_delivery.offsets.changed = True
             if "timer" in document:
                 self.timer_handover = TimerHandover.from_json(document["timer"])
+            if "held" in document:
+                self.held_by_all = max(self.held_by_all, int(document["held"]))
         except (TypeError, ValueError, KeyError) as exc:
             log.error("a replicated metadata command was skipped: %s", exc)
         finally:

@@ -87,7 +87,10 @@ class DLedgerReplica:
                 "DLedger replicas on empty stores (storePathRootDir)"
             )
         machine = CommitLogStateMachine(self.store, self.metadata, self._origin)
-        self.node = RaftNode(node_settings, machine)
+        self.node = node = RaftNode(node_settings, machine)
+        metadata = self.metadata
+        metadata.held_index = lambda: min(node.match_indexes().values(), default=0)
+        node.held_by_all = lambda: metadata.held_by_all
 
     def _origin(self) -> tuple[int, int]:
         """What this replica's own META commands carry while it serves: those are in its

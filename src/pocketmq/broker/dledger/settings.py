@@ -34,6 +34,7 @@ class DLedgerSettings:
     preferred_leader: str
     heartbeat_ms: int
     election_timeout_ms: int
+    snapshot_every: int = 10_000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> DLedgerSettings:
@@ -81,6 +82,7 @@ class DLedgerSettings:
             preferred_leader=preferred,
             heartbeat_ms=config.dleger_heartbeat_interval_ms,
             election_timeout_ms=config.dleger_election_timeout_ms,
+            snapshot_every=config.dleger_snapshot_every_entries,
         )
 
     def raft_id(self, name: str) -> int:
@@ -107,5 +109,6 @@ class DLedgerSettings:
             tick_ms=tick,
             raft=RaftConfig(election_ticks=max(3, self.election_timeout_ms // tick)),
             fsync=fsync,
+            snapshot_every=self.snapshot_every,
             compact_behind_followers=True,
         )
