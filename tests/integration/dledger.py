@@ -5,7 +5,6 @@ broker-a, each its own broker port, DLedger port and data directory; replicas ar
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -175,10 +174,6 @@ class DLedgerGroup:
         files = sorted((self.replicas[name].data_dir / "commitlog").iterdir())
         data = b"".join(path.read_bytes() for path in files)
         return data[:end]
-
-
-def status_json(document: dict[str, Any]) -> str:
-    return json.dumps(document, sort_keys=True)
 
 
 @contextlib.contextmanager

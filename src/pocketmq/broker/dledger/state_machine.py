@@ -25,7 +25,7 @@ from pocketmq.broker.dledger.commands import (
     kind_of,
 )
 from pocketmq.broker.dledger.metadata import ReplicatedMetadata
-from pocketmq.store.api import NEVER_STORABLE, PutResult, PutStatus
+from pocketmq.store.api import NEVER_STORABLE, PutResult
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,3 @@ class CommitLogStateMachine:
                 "lacks data the group committed; stop it, copy the store of a healthy replica "
                 "here and start it again"
             )
-
-
-def put_failed(remark: str) -> PutResult:
-    return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
