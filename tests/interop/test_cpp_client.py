@@ -90,9 +90,13 @@ def test_produce_10000_then_clustered_consumers_and_a_pull_consumer_get_everythi
     expected = {f"body-{i}" for i in range(10000)}
 
     first = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
+    # The second member joins once the first is consuming: the C++ client (0.4.4) was once
+    # seen here to lose the first message of a queue moved away in the rebalance at start
+    # (its new owner began after it; the old one never handed it to its listener), a race
+    # of the two starting together. tests/conformance/test_cpp_client.py still starts two
+    # at once against Apache RocketMQ and pocketmq; both deliver a few twice.
+    wait_until(lambda: bool(first.messages()), 60, "the first member consuming", first)
     second = cpp("cpp_push_consume.py", [up.address, "CG_CLUSTER", TOPIC, "0", "300"])
-    # No retry on a lost message: tests/conformance/test_cpp_client.py runs this against Apache
-    # RocketMQ and pocketmq and saw none on either (4 rounds each); both deliver a few twice.
     wait_for_bodies(expected, 120, first, second)
     first.finish()
     second.finish()
