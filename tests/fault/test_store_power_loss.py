@@ -40,9 +40,12 @@ from tests.fault.store_writer import WRITERS, config, expected_message
 ROUNDS = int(os.environ.get("POCKETMQ_POWER_LOSS_ROUNDS", "40"))
 SEED = int(os.environ.get("POCKETMQ_POWER_LOSS_SEED", str(random.randrange(1 << 30))))
 # Mutants run on a fixed seed (the CI's), until caught: a fresh seed each run would make the
-# suite's verdict a matter of luck. Measured over 21 seeds, each is caught within 22 rounds.
+# suite's verdict a matter of luck. Measured over 21 seeds, each is caught within 22 rounds;
+# but a round's crash point also depends on thread timing, and on seed 1 trust_recovered_bytes
+# was caught after 19, 62 and 68 rounds in three runs and survived 100 once: the budget is 300
+# (the loop ends at the first catch, so it costs nothing while the checks hold).
 MUTANT_SEED = int(os.environ.get("POCKETMQ_POWER_LOSS_SEED", "1"))
-MUTANT_ROUNDS = max(ROUNDS, 100)
+MUTANT_ROUNDS = max(ROUNDS, 300)
 # A round takes about half a second on two busy cores: long runs get the time they need.
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(max(300, 3 * MUTANT_ROUNDS))]
 ROOT = Path("/power-loss/store")
