@@ -41,7 +41,7 @@ from pocketmq.remoting.transport import RemotingClient
 from pocketmq.testing import ServerProcess, start_server_process, wait_until
 from pocketmq.testing.plugin import print_log_if_failed
 from tests.fault.netns import Host, NamespaceNetwork, NamespacesUnavailable, start_server_in
-from tests.integration.dledger import SendLoad
+from tests.integration.dledger import SendLoad, raw_send_header
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +81,7 @@ def _emit(record: dict[str, Any]) -> None:
 
 async def _probe(address: str, deadline: float) -> None:
     client = RemotingClient(connect_timeout_s=1.0)
-    header = {
-        "producerGroup": "partition-probe",
-        "topic": TOPIC,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": "0",
-        "flag": "0",
-        "properties": "",
-        "reconsumeTimes": "0",
-        "unitMode": "false",
-    }
+    header = raw_send_header("partition-probe", TOPIC)
 
     async def sends() -> None:
         for sequence in range(int(PROBE_RUN_S / PROBE_PACE_S)):

@@ -176,6 +176,23 @@ class DLedgerGroup:
         return data[:end]
 
 
+def raw_send_header(producer_group: str, topic: str) -> dict[str, str]:
+    """A SEND_MESSAGE header as a producer writes it, for requests sent to one replica."""
+    return {
+        "producerGroup": producer_group,
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": "0",
+        "sysFlag": "0",
+        "bornTimestamp": "0",
+        "flag": "0",
+        "properties": "",
+        "reconsumeTimes": "0",
+        "unitMode": "false",
+    }
+
+
 @contextlib.contextmanager
 def running_group(root: Path, **extra: str) -> Iterator[DLedgerGroup]:
     """A started group of three, closed (every process stopped) on the way out."""

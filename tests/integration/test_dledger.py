@@ -19,7 +19,7 @@ import pytest
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.testing import wait_until
-from tests.integration.dledger import DLedgerGroup, running_group
+from tests.integration.dledger import DLedgerGroup, raw_send_header, running_group
 
 TOPIC = "DLedgerTopic"
 
@@ -96,19 +96,7 @@ def test_a_follower_refuses_writes_with_a_clear_code_and_serves_reads(
     group.wait_converged()
     follower = next(name for name in group.replicas if name != master)
     address = group.replicas[follower].address
-    header = {
-        "producerGroup": "raw",
-        "topic": TOPIC,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": "0",
-        "flag": "0",
-        "properties": "",
-        "reconsumeTimes": "0",
-        "unitMode": "false",
-    }
+    header = raw_send_header("raw", TOPIC)
     response = group.admin._broker(
         address, RequestCode.SEND_MESSAGE, header, b"to a follower", what="send"
     )
