@@ -66,8 +66,25 @@ class BrokerConfig:
     dleger_heartbeat_interval_ms: int = key("dLegerHeartBeatIntervalMs", 100, minimum=10)
     dleger_election_timeout_ms: int = key("dLegerElectionTimeoutMs", 800, minimum=50)
     dleger_snapshot_every_entries: int = key("dLegerSnapshotEveryEntries", 10_000, minimum=1)
+    # Controller mode: the controllers choose the master (`broker/controlled/`).
+    enable_controller_mode: bool = key("enableControllerMode", False)
+    controller_addr: str = key("controllerAddr", "")
+    sync_broker_metadata_period_ms: int = key("syncBrokerMetadataPeriod", 5_000, minimum=10)
+    check_sync_state_set_period_ms: int = key("checkSyncStateSetPeriod", 5_000, minimum=10)
+    sync_controller_metadata_period_ms: int = key(
+        "syncControllerMetadataPeriod", 10_000, minimum=10
+    )
+    controller_heartbeat_timeout_ms: int = key(
+        "controllerHeartBeatTimeoutMills", 10_000, minimum=10
+    )
+    broker_heartbeat_interval_ms: int = key("brokerHeartbeatInterval", 1_000, minimum=10)
+    broker_election_priority: int = key("brokerElectionPriority", 2**31 - 1, "brokerElectPriority")
     recall_message_enable: bool = key("recallMessageEnable", False)
     allow_recall_when_broker_not_writeable: bool = key("allowRecallWhenBrokerNotWriteable", True)
+
+    def controller_addresses(self) -> list[str]:
+        """`controllerAddr` split on `;`, blanks dropped."""
+        return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
 
     def namesrv_addresses(self) -> list[str]:
         """`namesrvAddr` split on `;` (RocketMQ's separator), blanks dropped."""

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controlled.replica import ControlledReplica
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.dledger.metadata import MetadataTables
 from pocketmq.broker.dledger.replica import DLedgerReplica
@@ -126,6 +127,18 @@ class BrokerServer:
                 self.dledger_settings = DLedgerSettings.from_config(config)
             except DLedgerConfigError as exc:
                 raise BrokerConfigError(str(exc)) from None
+        self.controlled: ControlledReplica | None = None
+        if config.enable_controller_mode:
+            if config.enable_dleger_commit_log:
+                raise BrokerConfigError(
+                    "enableControllerMode and enableDLegerCommitLog exclude each other: choose "
+                    "one way to elect the master"
+                )
+            if not config.controller_addresses():
+                raise BrokerConfigError(
+                    "enableControllerMode=true needs controllerAddr, the controllers' addresses "
+                    "separated by ';' (e.g. controllerAddr=127.0.0.1:9878;127.0.0.1:9868)"
+                )
         self._tasks: list[asyncio.Task[None]] = []
         self._wiring: BrokerWiring | None = None
         self._persistence: MetadataPersistence | None = None
@@ -167,6 +180,17 @@ class BrokerServer:
             )
             own_port = self.dledger_settings.peers[self.dledger_settings.self_id]
             ha_port = int(own_port.rpartition(":")[2])
+        elif self.config.enable_controller_mode:
+            self.controlled = ControlledReplica(
+                self.config,
+                self.store_config,
+                store,
+                client=self.client,
+                broker_address=f"{self.ip}:{port}",
+                ha_host=self.config.broker_ip2 or self.ip,
+                clock=self.clock,
+            )
+            ha_port = self.controlled.ha_port
         else:
             ha_port = await self.replica.start(
                 store,
@@ -196,7 +220,7 @@ class BrokerServer:
             clients=self.clients,
             queue_locks=self.queue_locks,
             delay_levels=self.delay_levels,
-            replica=dledger or self.replica,
+            replica=dledger or self.controlled or self.replica,
             delay_delivery=delayed.delay_delivery,
             topics_changed=self._topics_changed,
             persist_offsets_now=(
@@ -214,10 +238,18 @@ class BrokerServer:
         if dledger is not None:
             # Before serving: restoring from the Raft log may cut the CommitLog back.
             self._follow_dledger_roles(dledger, wiring)
+        if self.controlled is not None:
+            self._follow_controlled_roles(self.controlled, wiring)
         identity = BrokerIdentity(
             cluster_name=self.config.broker_cluster_name,
             broker_name=self.config.broker_name,
-            broker_id=self.config.broker_id if dledger is None else dledger.broker_id,
+            broker_id=(
+                dledger.broker_id
+                if dledger is not None
+                else self.controlled.registered_id
+                if self.controlled is not None
+                else self.config.broker_id
+            ),
             broker_addr=self.address,
             ha_server_addr=f"{self.config.broker_ip2 or self.ip}:{ha_port}",
         )
@@ -232,12 +264,15 @@ class BrokerServer:
         await server.serve()
         if dledger is not None:
             await dledger.start()
+        elif self.controlled is not None:
+            await self.controlled.start()
         elif self.config.broker_role is not BrokerRole.SLAVE:
             # As RocketMQ: only a master delivers; a slave gets the results by replication.
             await self.master_services.start()
-        await self.registrar.register_all()
+        if self.controlled is None or self.controlled.info is not None:
+            await self.registrar.register_all()
         self.registrar.start()
-        if self.replica.is_slave:
+        if self.replica.is_slave and self.controlled is None:
             self.replica.follow(self._metadata_sync(wiring))
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -289,6 +324,36 @@ class BrokerServer:
 
         dledger.on_master.append(switch)
         dledger.on_slave.append(switch)
+
+    def _follow_controlled_roles(self, controlled: ControlledReplica, wiring: BrokerWiring) -> None:
+        """A master runs the master's services and registers as brokerId 0 with its epoch as
+        the state version (NameServers keep the newest master); a slave copies the master's
+        metadata and registers under its own id."""
+        controlled.make_metadata_sync = lambda master: slave_metadata_sync(
+            self.client,
+            master,
+            topics=self.topics,
+            offsets=self.offsets,
+            replace_groups=wiring.admin_stats.replace_groups,
+            delay_delivery=wiring.delay_delivery,
+            clock=self.clock,
+            topics_changed=self._topics_changed,
+        )
+
+        async def switch() -> None:
+            services = self.master_services
+            assert services is not None
+            if controlled.serving:
+                await services.start()
+            else:
+                await services.stop()
+            if self.registrar is not None:
+                epoch = controlled.info.master_epoch if controlled.info else 0
+                self.registrar.retarget(controlled.registered_id, epoch)
+                self.registrar.register_soon()
+
+        controlled.on_master.append(switch)
+        controlled.on_slave.append(switch)
 
     async def _replicate_offsets(self) -> None:
         """A DLedger master answers a consumer's commit once a majority holds it."""
@@ -348,10 +413,15 @@ class BrokerServer:
             pulled_messages=self._wiring.pull.pulled_messages,
             delay_delivery=self.delay_delivery,
             timer_store=self.timer_store,
-            role=None
-            if self.dledger is None
-            else ("SYNC_MASTER" if self.dledger.serving else "SLAVE"),
+            role=self._role_override(),
         )
+
+    def _role_override(self) -> str | None:
+        """`brokerRole` as it is now, in the modes that elect the master."""
+        elected = self.dledger or self.controlled
+        if elected is None:
+            return None
+        return "SYNC_MASTER" if elected.serving else "SLAVE"
 
     async def _scan_clients(self, wiring: BrokerWiring) -> None:
         while True:
@@ -372,6 +442,8 @@ class BrokerServer:
         if self.server is not None:
             await self.server.stop(grace_s)
         await self.replica.stop()
+        if self.controlled is not None:
+            await self.controlled.stop()
         if self.dledger is not None:
             await self.dledger.stop()
         if self.master_services is not None:

@@ -18,6 +18,7 @@ from pocketmq.broker.admin_stats import AdminStatsHandlers
 from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controlled.replica import ControlledReplica
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.dledger.handlers import dledger_routes
 from pocketmq.broker.dledger.replica import DLedgerReplica
@@ -135,7 +136,7 @@ class BrokerWiring:
         clients: ClientRegistry,
         queue_locks: QueueLockTable,
         delay_levels: DelayLevels,
-        replica: ReplicaRole | DLedgerReplica,
+        replica: ReplicaRole | DLedgerReplica | ControlledReplica,
         delay_delivery: DelayDelivery,
         topics_changed: Callable[[], None],
         persist_offsets_now: Callable[[], Awaitable[None]],
@@ -158,7 +159,9 @@ class BrokerWiring:
         self.delay_delivery = delay_delivery
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
-        if isinstance(replica, ReplicaRole) and replica.is_slave:
+        if (isinstance(replica, ReplicaRole) and replica.is_slave) or isinstance(
+            replica, ControlledReplica
+        ):
             store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
         self.pull = PullHandler(
             store,
@@ -220,11 +223,13 @@ class BrokerWiring:
         replica = self.replica
         if isinstance(replica, DLedgerReplica):
             return dledger_routes(replica)
+        if isinstance(replica, ControlledReplica):
+            return replica.routes()
         return {RequestCode.GET_BROKER_HA_STATUS: replica.handle_status}
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:
         """A slave serves reads of a topic the master created since the last metadata sync."""
-        if request.topic in self.topics.topics:
+        if request.topic in self.topics.topics or not self.replica.is_slave:
             return
         try:
             learned = self.topics.learn_replicated(

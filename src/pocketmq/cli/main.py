@@ -9,7 +9,7 @@ import sys
 from typing import Final
 
 import pocketmq
-from pocketmq.cli import admin, bench, broker, namesrv, raftkv, up
+from pocketmq.cli import admin, bench, broker, controller, namesrv, raftkv, up
 
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.register(commands)
     broker.register(commands)
     namesrv.register(commands)
+    controller.register(commands)
     admin.register(commands)
     bench.register(commands)
     raftkv.register(commands)

@@ -71,6 +71,13 @@ class MessageStoreConfig:
     ha_housekeeping_interval_ms: int = key("haHousekeepingInterval", 20_000)
     ha_transfer_batch_size: int = key("haTransferBatchSize", 32 * 1024)
     ha_max_gap_not_in_sync: int = key("haMaxGapNotInSync", 256 * 1024 * 1024)
+    # Controller mode's write rule (`broker/controlled`): which copies a put waits for.
+    all_ack_in_sync_state_set: bool = key("allAckInSyncStateSet", False)
+    in_sync_replicas: int = key("inSyncReplicas", 1, minimum=1)
+    min_in_sync_replicas: int = key("minInSyncReplicas", 1, minimum=1)
+    enable_auto_in_sync_replicas: bool = key("enableAutoInSyncReplicas", False)
+    ha_max_time_slave_not_catchup_ms: int = key("haMaxTimeSlaveNotCatchup", 15_000, minimum=1)
+    store_path_epoch_file: str = key("storePathEpochFile", "")
     # Timer messages (`TimerMessageStore`): any delivery time up to timerMaxDelaySec ahead.
     timer_wheel_enable: bool = key("timerWheelEnable", True)
     timer_precision_ms: int = key("timerPrecisionMs", 1000)

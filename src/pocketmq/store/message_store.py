@@ -405,6 +405,15 @@ class MessageStore:
         self.commit_log.append_raw(offset, data)
         self._schedule_dispatch_if_running()
 
+    def take_over_writing(self) -> int:
+        """A replica that copied another's bytes becomes the writer: its queues are built to
+        the end of the CommitLog and the next queue offsets continue them (raw appends do not
+        assign any). Returns the records dispatched."""
+        dispatched = self.dispatch_now()
+        for (topic, queue_id), queue in self.consume_queues.queues.items():
+            self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
+        return dispatched
+
     def truncate(self, offset: int) -> None:
         """Cuts the CommitLog back to the record boundary `offset`, with queues and index."""
         self.commit_log.truncate(offset)

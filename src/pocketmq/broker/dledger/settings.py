@@ -16,8 +16,8 @@ from pathlib import Path
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.raft.core import RaftConfig
 from pocketmq.raft.node import NodeSettings
+from pocketmq.raft.peers import PeerListError, check_member, parse_peers, raft_ids
 
-_PEER = re.compile(r"^([A-Za-z0-9_]+)-(\S+):(\d{1,5})$")
 _NUMBERED = re.compile(r"^[A-Za-z]+(\d+)$")
 
 
@@ -44,25 +44,11 @@ class DLedgerSettings:
                 "enableDLegerCommitLog=true needs dLegerPeers, e.g. "
                 "dLegerPeers=n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913"
             )
-        peers: dict[str, str] = {}
-        for part in config.dleger_peers.split(";"):
-            part = part.strip()
-            if not part:
-                continue
-            matched = _PEER.match(part)
-            if matched is None or not 0 < int(matched.group(3)) < 65536:
-                raise DLedgerConfigError(
-                    f"dLegerPeers: {part!r} is not <id>-<host>:<port> (as n0-127.0.0.1:40911)"
-                )
-            name = matched.group(1)
-            if name in peers:
-                raise DLedgerConfigError(f"dLegerPeers names {name} twice")
-            peers[name] = f"{matched.group(2)}:{matched.group(3)}"
-        self_id = config.dleger_self_id.strip()
-        if self_id not in peers:
-            raise DLedgerConfigError(
-                f"dLegerSelfId={self_id!r} is not one of the dLegerPeers ({', '.join(peers)})"
-            )
+        try:
+            peers = parse_peers(config.dleger_peers, "dLegerPeers")
+            self_id = check_member(peers, config.dleger_self_id, "dLegerSelfId", "dLegerPeers")
+        except PeerListError as exc:
+            raise DLedgerConfigError(str(exc)) from None
         preferred = config.preferred_leader_id.strip()
         if preferred and preferred not in peers:
             raise DLedgerConfigError(
@@ -104,7 +90,7 @@ class DLedgerSettings:
         tick = self.heartbeat_ms
         return NodeSettings(
             node_id=self.raft_id(self.self_id),
-            peers={self.raft_id(name): address for name, address in self.peers.items()},
+            peers=raft_ids(self.peers),
             directory=store_root / f"dledger-{self.self_id}",
             tick_ms=tick,
             raft=RaftConfig(election_ticks=max(3, self.election_timeout_ms // tick)),

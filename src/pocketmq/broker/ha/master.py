@@ -5,6 +5,9 @@ A SYNC_MASTER put waits until some slave reports an offset at or past the put's 
 `GroupTransferService`), at most `syncFlushTimeout`; with no slave connected, or the best one
 further behind than `haMaxGapNotInSync`, it does not wait and answers SLAVE_NOT_AVAILABLE. The
 bytes stay stored either way: the status tells the producer what was not achieved.
+
+In controller mode (`controlled`) each slave first says who it is and gets the master's
+epochs (see `protocol`), and a `WriteRule` decides which copies a put waits for.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ import contextlib
 import heapq
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from pocketmq.broker.ha.epochs import EpochFile
 from pocketmq.broker.ha.protocol import (
+    HELLO_SIZE,
     HAProtocolError,
     ReportDecoder,
+    decode_hello,
+    encode_epochs,
     encode_transfer_header,
 )
 from pocketmq.broker.ha.settings import HASettings
@@ -47,17 +55,46 @@ class SlaveConnection:
     """The end of what the master has written to the slave."""
     last_report_ms: int = 0
     bytes_sent: int = 0
+    broker_id: int | None = None
+    """The slave's broker id (controller mode: from its handshake)."""
+    caught_up_ms: int = 0
+    """When the slave last had everything the master had at its previous report."""
+    head_at_last_report: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     reported: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class WriteRule(Protocol):
+    """Controller mode's rule of which slaves a put waits for (`broker/controlled`)."""
+
+    def refusal(self) -> str | None:
+        """Why no put may be acknowledged now (fenced, too few replicas in sync), or None."""
+
+    def acked_through(self, connections: set[SlaveConnection], head: int) -> int:
+        """The CommitLog offset up to which every put is acknowledged by the copies needed."""
+
+    def reported(self, connection: SlaveConnection) -> None:
+        """A slave reported its offset (it may join the in-sync set)."""
 
 
 class HAMaster:
     """Streams the CommitLog to slaves; the store's `Replication` on a master."""
 
-    def __init__(self, store: MessageStore, settings: HASettings, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        settings: HASettings,
+        clock: Clock,
+        *,
+        epochs: EpochFile | None = None,
+        rule: WriteRule | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.epochs = epochs
+        self.rule = rule
+        self.on_disconnect: list[Callable[[SlaveConnection], None]] = []
         self.connections: set[SlaveConnection] = set()
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -94,6 +131,9 @@ class HAMaster:
     async def settle(self, result: PutResult) -> None:
         end = result.end_offset
         result.replicas = 1 + self.replicas_at(end)
+        if self.rule is not None:
+            await self._settle_by_rule(result, self.rule)
+            return
         if not self.settings.sync or result.replicas > 1:
             return
         if not self.slave_ok(end):
@@ -103,6 +143,34 @@ class HAMaster:
             result.replicas = 1 + self.replicas_at(end)
         else:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+
+    async def _settle_by_rule(self, result: PutResult, rule: WriteRule) -> None:
+        refusal = rule.refusal()
+        if refusal is not None:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            result.remark = refusal
+            return
+        end = result.end_offset
+        if not await self.wait_acknowledged(end, self.settings.sync_timeout_s):
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            return
+        # Fenced while it waited (a new master was elected): not acknowledged after all.
+        refusal = rule.refusal()
+        if refusal is not None:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            result.remark = refusal
+            return
+        result.replicas = 1 + self.replicas_at(end)
+
+    def acked_through(self) -> int:
+        """Up to where puts are acknowledged: by the rule, else by the best slave."""
+        if self.rule is not None:
+            return self.rule.acked_through(self.connections, self.store.max_phy_offset)
+        return self.max_ack_offset
+
+    def recheck(self) -> None:
+        """The rule's set changed: waiting puts may be acknowledged now."""
+        self._acknowledged()
 
     def replicas_at(self, offset: int) -> int:
         """How many slaves acknowledged everything before `offset`."""
@@ -118,8 +186,9 @@ class HAMaster:
         return best >= 0 and end_offset - best < self.settings.max_gap_not_in_sync
 
     async def wait_acknowledged(self, offset: int, timeout_s: float) -> bool:
-        """Waits until a slave acknowledged `offset`; False after `timeout_s`."""
-        if self.max_ack_offset >= offset:
+        """Waits until a slave acknowledged `offset` (the rule's copies in controller mode);
+        False after `timeout_s`."""
+        if self.acked_through() >= offset:
             return True
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (offset, next(self._sequence), future))
@@ -130,7 +199,7 @@ class HAMaster:
         return True
 
     def _acknowledged(self) -> None:
-        best = self.max_ack_offset
+        best = self.acked_through()
         waiters = self._waiters
         while waiters and waiters[0][0] <= best:
             _, _, future = heapq.heappop(waiters)
@@ -145,6 +214,14 @@ class HAMaster:
         peer = writer.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "?"
         connection = SlaveConnection(address, self.clock.now_ms())
+        if self.epochs is not None:
+            try:
+                await self._handshake(connection, reader, writer)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, HAProtocolError) as exc:
+                log.warning("HA handshake with %s failed: %s", address, exc)
+                writer.close()
+                self._handlers.discard(task)
+                return
         self.connections.add(connection)
         log.info("slave %s connected to the HA service", address)
         reports = asyncio.create_task(self._read_reports(connection, reader))
@@ -166,6 +243,8 @@ class HAMaster:
                 with contextlib.suppress(Exception):
                     await cancel_and_wait(task)
             self.connections.discard(connection)
+            for listener in self.on_disconnect:
+                listener(connection)
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
@@ -176,6 +255,28 @@ class HAMaster:
                 connection.ack_offset,
                 reason,
             )
+
+    async def _handshake(
+        self,
+        connection: SlaveConnection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Controller mode: the slave names itself; the master sends its epochs, which the
+        slave cuts its log back by before its first report."""
+        assert self.epochs is not None
+        async with asyncio.timeout(self.settings.housekeeping_s):
+            connection.broker_id = decode_hello(await reader.readexactly(HELLO_SIZE))
+        entries = [(e.epoch, e.start_offset) for e in self.epochs.entries]
+        writer.write(encode_epochs(entries, self.store.max_phy_offset))
+        await writer.drain()
+        log.info("slave %s is broker %d; sent epochs %s", connection.address,
+                 connection.broker_id, entries)  # fmt: skip
+
+    def drop_connections(self) -> None:
+        """Closes every slave connection (a new epoch: each must handshake again)."""
+        for task in list(self._handlers):
+            task.cancel()
 
     async def _read_reports(
         self, connection: SlaveConnection, reader: asyncio.StreamReader
@@ -197,8 +298,13 @@ class HAMaster:
                 continue
             self._check_report(connection, offset)
             connection.ack_offset = offset
-            connection.last_report_ms = self.clock.now_ms()
+            now = connection.last_report_ms = self.clock.now_ms()
+            if offset >= connection.head_at_last_report:
+                connection.caught_up_ms = now
+            connection.head_at_last_report = self.store.max_phy_offset
             connection.reported.set()
+            if self.rule is not None:
+                self.rule.reported(connection)
             self._acknowledged()
 
     def _check_report(self, connection: SlaveConnection, offset: int) -> None:

@@ -5,8 +5,10 @@ connects, after each append and as a heartbeat. Master to slave: frames of a 12-
 (8-byte CommitLog offset of the data, 4-byte data length) and the data; a frame with no data is
 a heartbeat. The master starts at the offset of the slave's first report.
 
-Controller mode adds epochs to this stream (a handshake, and truncation to the last common
-epoch before a slave follows a new master): they belong here, next to the frames.
+Controller mode starts the stream with a handshake: the slave says who it is (`HELLO`: a
+magic word and its broker id), the master answers with its epochs and CommitLog end
+(`EPOCHS`), and the slave cuts its log back to the last point both agree on (`epochs.py`)
+before its first report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,18 @@ REPORT_SIZE: Final = _OFFSET.size
 HEADER_SIZE: Final = _HEADER.size
 MAX_FRAME_DATA: Final = 64 << 20
 """A larger frame length means a corrupt or foreign stream, not data."""
+
+
+_HELLO: Final = struct.Struct(">iq")
+_EPOCHS_HEADER: Final = struct.Struct(">iiq")
+_EPOCH_ENTRY: Final = struct.Struct(">iq")
+HELLO_MAGIC: Final = 0x504D4831
+"""`PMH1`: a slave of controller mode, not a master/slave report (those start with an offset
+whose high bytes are 0)."""
+EPOCHS_MAGIC: Final = 0x504D4532
+HELLO_SIZE: Final = _HELLO.size
+EPOCHS_HEADER_SIZE: Final = _EPOCHS_HEADER.size
+MAX_EPOCHS: Final = 1 << 16
 
 
 class HAProtocolError(Exception):
@@ -92,3 +106,50 @@ class TransferDecoder:
             yield Transfer(offset, bytes(buffer[position + HEADER_SIZE : end]))
             position = end
         del buffer[:position]
+
+
+def encode_hello(broker_id: int) -> bytes:
+    return _HELLO.pack(HELLO_MAGIC, broker_id)
+
+
+def decode_hello(data: bytes) -> int:
+    """The slave's broker id.
+
+    Raises:
+        HAProtocolError: not a controller-mode slave's hello.
+    """
+    magic, broker_id = _HELLO.unpack(data)
+    if magic != HELLO_MAGIC:
+        raise HAProtocolError(
+            "the slave did not start with a controller-mode handshake: is it in controller mode "
+            "(enableControllerMode=true)?"
+        )
+    return int(broker_id)
+
+
+def encode_epochs(entries: list[tuple[int, int]], max_offset: int) -> bytes:
+    parts = [_EPOCHS_HEADER.pack(EPOCHS_MAGIC, len(entries), max_offset)]
+    parts.extend(_EPOCH_ENTRY.pack(epoch, start) for epoch, start in entries)
+    return b"".join(parts)
+
+
+def decode_epochs_header(data: bytes) -> tuple[int, int]:
+    """(number of entries that follow, the master's CommitLog end).
+
+    Raises:
+        HAProtocolError: not the master's epochs, or an impossible count.
+    """
+    magic, count, max_offset = _EPOCHS_HEADER.unpack(data)
+    if magic != EPOCHS_MAGIC or not 0 <= count <= MAX_EPOCHS or max_offset < 0:
+        raise HAProtocolError("the master did not answer with its epochs: not in controller mode?")
+    return count, max_offset
+
+
+def decode_epoch_entries(data: bytes) -> list[tuple[int, int]]:
+    return [
+        _EPOCH_ENTRY.unpack_from(data, position)
+        for position in range(0, len(data), _EPOCH_ENTRY.size)
+    ]
+
+
+EPOCH_ENTRY_SIZE: Final = _EPOCH_ENTRY.size

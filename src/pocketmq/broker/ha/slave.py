@@ -3,8 +3,13 @@ CommitLog at exactly the master's offset (its ConsumeQueue and index follow by d
 reports its max offset after every append and as a heartbeat.
 
 The master's HA address comes from `haMasterAddress`, else from the NameServer's answer to the
-slave's registration. A lost connection, or a frame that does not continue the local log, drops
-the connection; the slave connects again and resumes from its own max offset.
+slave's registration (in controller mode: from the master the controller names). A lost
+connection, or a frame that does not continue the local log, drops the connection; the slave
+connects again and resumes from its own max offset.
+
+In controller mode the slave first names itself and reads the master's epochs; it refuses a
+master of an older epoch than the controller announced, and cuts its own CommitLog back to the
+last point both agree on before it reports where it stands.
 """
 
 from __future__ import annotations
@@ -15,7 +20,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pocketmq.broker.ha.protocol import HAProtocolError, TransferDecoder, encode_report
+from pocketmq.broker.ha.epochs import EpochEntry, EpochFile, consistent_point
+from pocketmq.broker.ha.protocol import (
+    EPOCH_ENTRY_SIZE,
+    EPOCHS_HEADER_SIZE,
+    HAProtocolError,
+    TransferDecoder,
+    decode_epoch_entries,
+    decode_epochs_header,
+    encode_hello,
+    encode_report,
+)
 from pocketmq.broker.ha.settings import HASettings
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
@@ -37,8 +52,17 @@ class HASlave:
         settings: HASettings,
         master_ha_address: Callable[[], Awaitable[str | None]],
         clock: Clock,
+        *,
+        epochs: EpochFile | None = None,
+        broker_id: int = 0,
+        master_epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         self.store = store
+        self.epochs = epochs
+        self.broker_id = broker_id
+        self._master_epoch = master_epoch
+        self.truncations: list[tuple[int, int]] = []
+        """(from, to) of each cut this slave made to follow a master."""
         self.settings = settings
         self._master_ha_address = master_ha_address
         self.clock = clock
@@ -86,6 +110,8 @@ class HASlave:
             self.master_address = address
             self.connected = True
             self._warned = None
+            if self.epochs is not None:
+                await self._handshake(reader, writer, self.epochs)
             log.info(
                 "following master %s from CommitLog offset %d", address, self.store.max_phy_offset
             )
@@ -124,6 +150,57 @@ class HASlave:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
+
+    async def _handshake(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, epochs: EpochFile
+    ) -> None:
+        """Names this slave, reads the master's epochs, and cuts the local CommitLog back to
+        where the two agree.
+
+        Raises:
+            HAProtocolError: the master is older than the controller's, or the two logs share
+                no epoch (this store must be emptied to follow it).
+        """
+        writer.write(encode_hello(self.broker_id))
+        await writer.drain()
+        async with asyncio.timeout(self.settings.housekeeping_s):
+            count, master_max = decode_epochs_header(await reader.readexactly(EPOCHS_HEADER_SIZE))
+            raw = await reader.readexactly(count * EPOCH_ENTRY_SIZE)
+        theirs = [EpochEntry(e, s) for e, s in decode_epoch_entries(raw)]
+        expected = self._master_epoch()
+        master_epoch = theirs[-1].epoch if theirs else 0
+        if master_epoch < expected:
+            raise HAProtocolError(
+                f"the master is in epoch {master_epoch}, older than epoch {expected} the "
+                "controller announced: it is no longer master"
+            )
+        store = self.store
+        mine = epochs.entries
+        here = store.max_phy_offset
+        if not mine:
+            if here > 0:
+                raise HAProtocolError(
+                    f"this store holds {here} bytes of CommitLog but no epochs: it was not written "
+                    "in controller mode; empty storePathRootDir to join this group"
+                )
+            point = 0
+        else:
+            found = consistent_point(mine, here, theirs, master_max)
+            if found is None:
+                raise HAProtocolError(
+                    f"this replica's epochs {mine} share none with the master's {theirs}; empty "
+                    "storePathRootDir to join this group"
+                )
+            point = found
+        if point < here:
+            log.warning(
+                "cutting the CommitLog back from %d to %d, the last point it shares with the "
+                "master (epochs %s here, %s there): the bytes after it were never acknowledged",
+                here, point, mine, theirs,
+            )  # fmt: skip
+            store.truncate(point)
+            self.truncations.append((here, point))
+        epochs.adopt(theirs, point)
 
     async def _report(self, writer: asyncio.StreamWriter) -> None:
         writer.write(encode_report(self.store.max_phy_offset))
