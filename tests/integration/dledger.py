@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketmq.client import Admin, Message, Producer, RocketMQError
+from pocketmq.client import Admin, Message, Producer, RocketMQError, SendStatus
 from pocketmq.client.admin import AdminError
 from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
 
@@ -207,8 +207,8 @@ def running_group(root: Path, **extra: str) -> Iterator[DLedgerGroup]:
 
 @dataclass
 class SendLoad:
-    """A producer thread sending to `topic` without pause: what was acknowledged, where
-    (queue id, queue offset) and when (`time.monotonic()`), and what failed."""
+    """A producer thread sending to `topic` without pause: what was acknowledged (SEND_OK),
+    where (queue id, queue offset) and when (`time.monotonic()`), and what failed."""
 
     namesrv: str
     topic: str
@@ -228,6 +228,11 @@ class SendLoad:
                 except RocketMQError as exc:
                     with self.lock:
                         self.failures.append(str(exc))
+                    continue
+                if result.status is not SendStatus.SEND_OK:
+                    # Stored but not acknowledged as asked (a replica missing): no promise.
+                    with self.lock:
+                        self.failures.append(result.status.value)
                     continue
                 with self.lock:
                     self.acked.append(

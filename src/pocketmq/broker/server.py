@@ -120,13 +120,6 @@ class BrokerServer:
         self.master_services: MasterServices | None = None
         self.registrar: NameServerRegistrar | None = None
         self.replica = ReplicaRole(config.broker_role, store_config, self.clock)
-        self.dledger_settings: DLedgerSettings | None = None
-        self.dledger: DLedgerReplica | None = None
-        if config.enable_dleger_commit_log:
-            try:
-                self.dledger_settings = DLedgerSettings.from_config(config)
-            except DLedgerConfigError as exc:
-                raise BrokerConfigError(str(exc)) from None
         self.controlled: ControlledReplica | None = None
         if config.enable_controller_mode:
             if config.enable_dleger_commit_log:
@@ -139,6 +132,13 @@ class BrokerServer:
                     "enableControllerMode=true needs controllerAddr, the controllers' addresses "
                     "separated by ';' (e.g. controllerAddr=127.0.0.1:9878;127.0.0.1:9868)"
                 )
+        self.dledger_settings: DLedgerSettings | None = None
+        self.dledger: DLedgerReplica | None = None
+        if config.enable_dleger_commit_log:
+            try:
+                self.dledger_settings = DLedgerSettings.from_config(config)
+            except DLedgerConfigError as exc:
+                raise BrokerConfigError(str(exc)) from None
         self._tasks: list[asyncio.Task[None]] = []
         self._wiring: BrokerWiring | None = None
         self._persistence: MetadataPersistence | None = None

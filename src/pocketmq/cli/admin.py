@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from pocketmq.cli import (
     admin_brokers,
+    admin_controller,
     admin_dledger,
     admin_groups,
     admin_messages,
@@ -246,6 +247,7 @@ def register(commands: Any) -> set[str]:
     dead_letters.register(add)
     replication.register(add)
     admin_dledger.register(add)
+    admin_controller.register(add)
     parser.set_defaults(run=run)
     return names
 

@@ -105,6 +105,7 @@ class ClientInstance:
         rebalance_interval_s: float = REBALANCE_INTERVAL_S,
         rng: random.Random | None = None,
         clock: Clock | None = None,
+        require_namesrv: bool = True,
     ) -> None:
         """Creates the instance; nothing connects until `start` or the first request.
 
@@ -121,12 +122,15 @@ class ClientInstance:
                 the local address of its connection to a NameServer.
             rng: Randomness for ids and choices (tests pass a seeded one).
             clock: Where this client and its consumers read the time (tests pass a fake).
+            require_namesrv: Off for tools that only talk to addresses they are given
+                (controllers, one broker): a NameServer request then fails, saying what to
+                pass.
 
         Raises:
-            ClientConfigError: no NameServer address.
+            ClientConfigError: no NameServer address (unless not required).
         """
         self.namesrv_addresses = split_namesrv_addresses(namesrv_addresses)
-        if not self.namesrv_addresses:
+        if not self.namesrv_addresses and require_namesrv:
             raise ClientConfigError(
                 "no NameServer address: pass namesrv='host:9876' (several separated by ';')"
             )
@@ -282,6 +286,12 @@ class ClientInstance:
         problems: list[tuple[str, str]] = []
         last: ConnectionFailedError | RequestTimeoutError | None = None
         count = len(self.namesrv_addresses)
+        if not count:
+            raise ConnectionFailedError(
+                "no NameServer address: pass -n host:port (several separated by ';') or set "
+                "NAMESRV_ADDR",
+                reason="no NameServer address",
+            )
         for attempt in range(count):
             index = (self._namesrv_index + attempt) % count
             address = self.namesrv_addresses[index]

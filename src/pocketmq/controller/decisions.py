@@ -24,6 +24,11 @@ class Decision:
     """Builds the response header and body after the events applied."""
 
 
+def _java(value: object) -> str:
+    """How Java prints a value in a remark (`null` for none)."""
+    return "null" if value is None else str(value)
+
+
 def refuse(code: int, remark: str) -> Decision:
     return Decision(code=code, remark=remark)
 
@@ -217,7 +222,7 @@ def alter_sync_state_set(
     if master_id != group.master_id:
         return refuse(
             ResponseCode.CONTROLLER_INVALID_MASTER,
-            f"{rejecting} the current leader is:{{{group.master_id}}}, not {{{master_id}}}",
+            f"{rejecting} the current leader is:{{{_java(group.master_id)}}}, not {{{master_id}}}",
         )
     if master_epoch != group.master_epoch:
         return refuse(

@@ -61,7 +61,7 @@ def elect(
         return Election(old, "the old master is alive")
     pool = [b for b in (live(i) for i in in_set) if b is not None]
     how = "from the SyncStateSet"
-    if not in_set:
+    if not in_set and group.master_epoch == 0:
         # A new group: nothing was acknowledged yet, every alive replica is as good.
         pool = [b for b in (live(i) for i in group.replicas) if b is not None]
         how = "from a new group"

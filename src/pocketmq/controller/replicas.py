@@ -38,6 +38,8 @@ class BrokerGroup:
     master_epoch: int = 0
     sync_state_set: set[int] = field(default_factory=set)
     sync_state_set_epoch: int = 0
+    next_id: int = 1
+    """The next id to hand out: never goes back, so a cleaned id is not given again."""
 
     @property
     def master_address(self) -> str:
@@ -46,7 +48,7 @@ class BrokerGroup:
         return self.replicas[self.master_id].address
 
     def next_broker_id(self) -> int:
-        return max(self.replicas, default=0) + 1
+        return max(self.next_id, max(self.replicas, default=0) + 1)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class BrokerGroup:
             "masterEpoch": self.master_epoch,
             "syncStateSet": sorted(self.sync_state_set),
             "syncStateSetEpoch": self.sync_state_set_epoch,
+            "nextId": self.next_id,
         }
 
     @classmethod
@@ -69,6 +72,7 @@ class BrokerGroup:
             master_epoch=document["masterEpoch"],
             sync_state_set=set(document["syncStateSet"]),
             sync_state_set_epoch=document["syncStateSetEpoch"],
+            next_id=document.get("nextId", 1),
         )
 
 
@@ -99,6 +103,7 @@ class ReplicasInfo:
         if held is not None and held.check_code != event["code"]:
             return  # taken by another broker meanwhile
         group.replicas[broker_id] = Replica(event.get("address", ""), event["code"])
+        group.next_id = max(group.next_id, broker_id + 1)
 
     def _apply_address(self, event: Event) -> None:
         group = self.groups.get(event["group"])
@@ -112,6 +117,9 @@ class ReplicasInfo:
             return
         if group.master_epoch != event["expectMasterEpoch"]:
             return
+        log.info("%s: SyncStateSet %s -> %s (epoch %d)", group.name,
+                 sorted(group.sync_state_set), event["syncStateSet"],
+                 group.sync_state_set_epoch + 1)  # fmt: skip
         group.sync_state_set = set(event["syncStateSet"])
         group.sync_state_set_epoch += 1
 
@@ -121,6 +129,10 @@ class ReplicasInfo:
             return
         master = event["master"]
         group.master_epoch += 1
+        log.info(
+            "%s: master %s in epoch %d (%s)", group.name,
+            master if master is not None else "none", group.master_epoch, event.get("why", "-"),
+        )  # fmt: skip
         if master is None:
             # No candidate: the group has no master until one can be elected; the set stays,
             # so that only its members may become master later (no unclean election), and the

@@ -134,7 +134,7 @@ class ControllerServer:
         return port
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in list(self._tasks):
             await cancel_and_wait(task)
         self._tasks = []
         if self.extra_server is not None:
@@ -220,7 +220,7 @@ class ControllerServer:
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
-                f"no broker group named {name}",
+                "Broker metadata is not existed",
             )
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields=master_fields(group),
@@ -359,7 +359,13 @@ class ControllerServer:
                 request, ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc)
             )
         self.live.heartbeat(broker)
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, "Heart beat success")
+        # pocketmq's addition: the group's master epoch as this replica knows it, so that a
+        # master that was cut off learns at its first heartbeat that it has been replaced.
+        group = self.replicas.groups.get(broker.group)
+        fields = {"masterEpoch": str(group.master_epoch)} if group is not None else None
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, "Heart beat success", ext_fields=fields
+        )
 
     async def _metadata(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
         raft = self.node.raft

@@ -93,9 +93,18 @@ def test_kv_tables_and_ext_fields_are_checked() -> None:
         ext_int(answer(ResponseCode.SUCCESS, {"offset": "x"}), "offset", "b:1")
 
 
-def test_no_namesrv_address_is_an_admin_error() -> None:
-    with pytest.raises(AdminError, match="no NameServer address"):
-        AdminClient([" "])
+def test_no_namesrv_address_is_an_admin_error_at_the_first_namesrv_request() -> None:
+    """Controller and broker commands name their addresses and need no NameServer."""
+
+    async def ask() -> None:
+        admin = AdminClient([" "])
+        try:
+            await admin._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        finally:
+            await admin.close()
+
+    with pytest.raises(AdminError, match="no NameServer address: pass -n"):
+        asyncio.run(ask())
 
 
 def test_send_uses_the_producer_header_and_result() -> None:

@@ -87,17 +87,18 @@ class ControllerClient:
             self._warned = True
         raise ControllerUnavailable(problem)
 
-    async def heartbeat_all(self, fields: Mapping[str, str]) -> int:
+    async def heartbeat_all(self, fields: Mapping[str, str]) -> tuple[int, int]:
         """BROKER_HEARTBEAT to every controller (each keeps its own view of who is alive);
-        returns how many took it."""
+        returns how many took it and the newest master epoch they named."""
 
-        async def one(address: str) -> bool:
+        async def one(address: str) -> tuple[bool, int]:
             request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields)
             try:
                 response = await self._client.invoke(address, request, TIMEOUT_S)
             except (RemotingError, OSError):
-                return False
-            return response.code == ResponseCode.SUCCESS
+                return False, 0
+            epoch = response.ext_fields.get("masterEpoch", "0")
+            return response.code == ResponseCode.SUCCESS, int(epoch) if epoch.isdigit() else 0
 
         results = await asyncio.gather(*(one(a) for a in self.addresses))
-        return sum(results)
+        return sum(took for took, _ in results), max((epoch for _, epoch in results), default=0)

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,8 @@ class ControlledReplica:
         self.on_slave: list[RoleHook] = []
         self.role_changes = 0
         self._lease_ms = 0
+        self._replaced_in = 0
+        """A master epoch a controller named that is newer than this broker's."""
         self._role_lock = asyncio.Lock()
         self._wake_sync = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -156,7 +158,7 @@ class ControlledReplica:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in list(self._tasks):
             await cancel_and_wait(task)
         self._tasks = []
         async with self._role_lock:
@@ -297,9 +299,7 @@ class ControlledReplica:
         store.accepts_puts = True
         self.serving = True
         self.role_changes += 1
-        self._tasks.append(
-            asyncio.get_running_loop().create_task(self._check_sync_state_set(rule), name="sss")
-        )
+        self._spawn(self._check_sync_state_set(rule))
         log.info(
             "master of %s in epoch %d from CommitLog offset %d (SyncStateSet %s)",
             self.config.broker_name, info.master_epoch, store.max_phy_offset,
@@ -371,6 +371,12 @@ class ControlledReplica:
                 log.exception("a role change step failed")
 
     def _fenced(self) -> str | None:
+        known = self.info.master_epoch if self.info else 0
+        if self._replaced_in > known:
+            return (
+                f"fenced: the controllers elected a master in epoch {self._replaced_in}, newer "
+                f"than this broker's {known}: send again"
+            )
         silent = self.clock.now_ms() - self._lease_ms
         limit = LEASE_SHARE * self.config.controller_heartbeat_timeout_ms
         if silent > limit:
@@ -399,7 +405,16 @@ class ControlledReplica:
         if not self.broker_id:
             return
         sent = self.clock.now_ms()
-        took = await self.controllers.heartbeat_all(self._heartbeat_fields())
+        took, epoch = await self.controllers.heartbeat_all(self._heartbeat_fields())
+        known = self.info.master_epoch if self.info else 0
+        if epoch > known:
+            if self.serving and epoch > self._replaced_in:
+                log.warning(
+                    "a controller knows master epoch %d, newer than this master's %d: "
+                    "acknowledging nothing until the new role is known", epoch, known,
+                )  # fmt: skip
+            self._replaced_in = epoch
+            self._wake_sync_info()
         if took > len(self.controllers.addresses) // 2:
             self._lease_ms = sent
 
@@ -489,9 +504,17 @@ class ControlledReplica:
 
     def _wake_sync_info(self) -> None:
         """Fetches the replica info now (this broker's view is stale)."""
-        task = asyncio.get_running_loop().create_task(self._refresh())
+        self._spawn(self._refresh())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Runs `work` beside the loops; `stop` cancels it if it still runs."""
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.append(task)
-        task.add_done_callback(self._tasks.remove)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
 
     async def _refresh(self) -> None:
         with contextlib.suppress(ControllerUnavailable, ValueError):

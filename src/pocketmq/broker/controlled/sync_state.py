@@ -57,7 +57,9 @@ class SyncStateSet:
     def needed(self) -> int:
         config = self._config
         if config.enable_auto_in_sync_replicas:
-            return min(config.in_sync_replicas, max(config.min_in_sync_replicas, len(self.members)))
+            # RocketMQ's `calcNeedAckNums`: no more than the set has, never under the minimum.
+            members = len(self.members)
+            return max(config.min_in_sync_replicas, min(config.in_sync_replicas, members))
         return config.in_sync_replicas
 
     def refusal(self) -> str | None:

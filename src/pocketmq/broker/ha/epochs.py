@@ -29,6 +29,8 @@ class EpochEntry(NamedTuple):
 
 def ends(entries: Sequence[EpochEntry], max_offset: int) -> list[int]:
     """Where each epoch's bytes end: the next epoch's start, the last one at `max_offset`."""
+    if not entries:
+        return []
     return [entry.start_offset for entry in entries[1:]] + [max_offset]
 
 

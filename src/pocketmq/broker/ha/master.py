@@ -95,11 +95,14 @@ class HAMaster:
         self.epochs = epochs
         self.rule = rule
         self.on_disconnect: list[Callable[[SlaveConnection], None]] = []
+        self.stopped = False
+        """No longer this broker's replication (it stepped down, or it stops): a put that
+        reaches it now is not acknowledged."""
         self.connections: set[SlaveConnection] = set()
         self.port = 0
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._sequence = itertools.count()
 
     # -- life cycle ------------------------------------------------------------------------
@@ -111,6 +114,7 @@ class HAMaster:
         return self.port
 
     async def stop(self) -> None:
+        self.stopped = True
         if self._server is not None:
             self._server.close()
         for task in list(self._handlers):
@@ -120,7 +124,7 @@ class HAMaster:
             self._server = None
         for _, _, future in self._waiters:
             if not future.done():
-                future.cancel()
+                future.set_result(False)  # answered as not replicated, not left hanging
         self._waiters.clear()
 
     # -- Replication -----------------------------------------------------------------------
@@ -145,7 +149,7 @@ class HAMaster:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
     async def _settle_by_rule(self, result: PutResult, rule: WriteRule) -> None:
-        refusal = rule.refusal()
+        refusal = "this broker is no longer master: send again" if self.stopped else rule.refusal()
         if refusal is not None:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             result.remark = refusal
@@ -153,9 +157,11 @@ class HAMaster:
         end = result.end_offset
         if not await self.wait_acknowledged(end, self.settings.sync_timeout_s):
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            if self.stopped:
+                result.remark = "this broker is no longer master: send again"
             return
         # Fenced while it waited (a new master was elected): not acknowledged after all.
-        refusal = rule.refusal()
+        refusal = "this broker is no longer master: send again" if self.stopped else rule.refusal()
         if refusal is not None:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             result.remark = refusal
@@ -187,16 +193,15 @@ class HAMaster:
 
     async def wait_acknowledged(self, offset: int, timeout_s: float) -> bool:
         """Waits until a slave acknowledged `offset` (the rule's copies in controller mode);
-        False after `timeout_s`."""
+        False after `timeout_s`, or when the service stops first."""
         if self.acked_through() >= offset:
             return True
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (offset, next(self._sequence), future))
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
             return False
-        return True
 
     def _acknowledged(self) -> None:
         best = self.acked_through()
@@ -204,7 +209,7 @@ class HAMaster:
         while waiters and waiters[0][0] <= best:
             _, _, future = heapq.heappop(waiters)
             if not future.done():
-                future.set_result(None)
+                future.set_result(True)
 
     # -- connections -----------------------------------------------------------------------
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -57,18 +57,11 @@ class AdminLookups:
             rng: Picks send queues and the random part of message ids.
             clock: Where waits and message birth times read the time (tests pass a fake).
 
-        Raises:
-            AdminError: no NameServer address given.
         """
         addresses = [a.strip() for a in namesrv_addresses if a.strip()]
-        if instance is None and not addresses:
-            raise AdminError(
-                "no NameServer address: pass -n host:port (several separated by ';') or set "
-                "NAMESRV_ADDR"
-            )
         self._owns_instance = instance is None
         self.instance = instance or ClientInstance(
-            addresses, request_timeout_s=timeout_s, rng=rng, clock=clock
+            addresses, request_timeout_s=timeout_s, rng=rng, clock=clock, require_namesrv=False
         )
         self.timeout_s = self.instance.request_timeout_s
 
@@ -97,6 +90,8 @@ class AdminLookups:
         try:
             return await self.instance.invoke_namesrv(code, ext_fields, body)
         except ConnectionFailedError as exc:
+            if exc.reason == "no NameServer address":
+                raise AdminError(str(exc)) from None
             raise AdminError(f"{exc}; or check -n / NAMESRV_ADDR") from None
 
     async def _broker(
@@ -153,6 +148,8 @@ class AdminLookups:
                 exc.code,
             ) from None
         except ConnectionFailedError as exc:
+            if exc.reason == "no NameServer address":
+                raise AdminError(str(exc)) from None
             raise AdminError(f"{exc}; or check -n / NAMESRV_ADDR") from None
         except AdminError:
             raise

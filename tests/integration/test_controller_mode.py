@@ -1,0 +1,258 @@
+"""Controller mode with real processes: three controllers, three brokers of one group.
+
+What it proves: the group forms (ids, a first master, a SyncStateSet of all three); with
+`allAckInSyncStateSet` every acknowledged put is on every member; a killed master is replaced
+from the set without losing an acknowledged message; a master that was replaced while it held
+bytes nobody acknowledged is cut back when it rejoins and ends byte-identical to the new
+master; a master cut off from the controllers acknowledges nothing once a newer epoch exists;
+losing the controller leader changes nothing for the brokers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client import Message, Producer
+from pocketmq.client.admin import AdminError
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.testing import start_server_process
+from tests.integration.controlled import ControlledCluster, running_cluster
+from tests.integration.dledger import SendLoad, raw_send_header
+
+TOPIC = "ControlledTopic"
+
+
+def _all_bodies(cluster: ControlledCluster, broker: str, topic: str) -> set[bytes]:
+    """Every message body of `topic` the broker's queues hold."""
+    address = cluster.brokers[broker].address
+    bodies: set[bytes] = set()
+    for queue_id in range(8):
+        high = cluster.admin.max_offset(address, topic, queue_id)
+        offset = 0
+        while offset < high:
+            batch = cluster.admin.pull(address, topic, queue_id, offset, 32)
+            assert batch.messages, f"queue {queue_id} has a hole at {offset} on {broker}"
+            bodies.update(m.body for m in batch.messages)
+            offset += len(batch.messages)
+    return bodies
+
+
+def _assert_identical(cluster: ControlledCluster) -> int:
+    end = cluster.wait_same_end(30)
+    copies = {b.name: cluster.commit_log_bytes(b.name, end) for b in cluster.running_brokers()}
+    assert len(set(copies.values())) == 1, f"CommitLogs differ up to {end}"
+    return end
+
+
+def test_a_group_forms_and_every_acknowledged_put_is_on_every_member(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        status = cluster.wait_in_sync(3)
+        assert status["masterEpoch"] == 1
+        with Producer("formation", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            results = [producer.send(Message(TOPIC, f"m-{i}".encode())) for i in range(30)]
+        assert {r.replicas for r in results} == {3}
+        assert {r.durability for r in results} == {"FLUSHED"}
+        end = _assert_identical(cluster)
+        for broker in cluster.brokers.values():
+            epochs = cluster.admin.broker_epochs(broker.address)
+            assert [(e["epoch"], e["startOffset"]) for e in epochs["epochList"]] == [(1, 0)]
+            assert epochs["maxOffset"] == end
+        code, fields, body = cluster.controller_request(
+            RequestCode.CONTROLLER_GET_REPLICA_INFO, brokerName="broker-a"
+        )
+        assert code == ResponseCode.SUCCESS
+        assert fields["masterEpoch"] == "1"
+        assert b'"syncStateSet":[1,2,3]' in body
+
+
+def test_a_killed_master_is_replaced_without_losing_an_acknowledged_message(
+    tmp_path: Path,
+) -> None:
+    rounds = 3
+    with running_cluster(tmp_path) as cluster:
+        cluster.wait_in_sync(3)
+        load = SendLoad(cluster.namesrv_addr, TOPIC)
+        sender = threading.Thread(target=load.run, daemon=True)
+        sender.start()
+        failovers: list[float] = []
+        try:
+            for _ in range(rounds):
+                master = cluster.wait_master()
+                cluster.wait_in_sync(3)
+                before = len(load.acked)
+                deadline = time.monotonic() + 10
+                while len(load.acked) < before + 100 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                killed_at = time.monotonic()
+                cluster.kill(master)
+                cluster.wait_master(other_than=master)
+                deadline = time.monotonic() + 20
+                while load.first_ack_after(killed_at) is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                first = load.first_ack_after(killed_at)
+                assert first is not None, f"no send acknowledged after the kill\n{cluster.logs()}"
+                failovers.append(first - killed_at)
+                cluster.start_broker(master)
+        finally:
+            load.stop.set()
+            sender.join(timeout=30)
+        final = cluster.wait_master()
+        cluster.wait_in_sync(3)
+        _assert_identical(cluster)
+        stored = _all_bodies(cluster, final, TOPIC)
+        lost = [body for _, _, body, _ in load.acked if body not in stored]
+        assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
+        assert len(failovers) == rounds
+
+
+def test_a_replaced_master_is_cut_back_to_what_the_new_master_holds(tmp_path: Path) -> None:
+    """The old master stores a put that no slave got (both are stopped, and it dropped their
+    silent connections), dies, and comes back after a slave was elected: its handshake cuts
+    the unacknowledged bytes off."""
+    with running_cluster(
+        tmp_path, haHousekeepingInterval="1000", haMaxTimeSlaveNotCatchup="60000"
+    ) as cluster:
+        cluster.wait_in_sync(3)
+        with Producer("before", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            for i in range(20):
+                producer.send(Message(TOPIC, f"kept-{i}".encode()))
+        old = cluster.wait_master()
+        slaves = [b for b in cluster.brokers if b != old]
+        agreed = _assert_identical(cluster)
+        pids = [cluster.brokers[name].process.process.pid for name in slaves]  # type: ignore[union-attr]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 15
+            while (cluster.status(old) or {}).get("haConnectionInfo"):
+                assert time.monotonic() < deadline, "the master kept its silent slaves"
+                time.sleep(0.05)
+            header = raw_send_header("orphan", TOPIC)
+            # Stored by the old master, waiting for slaves that cannot answer; never acknowledged.
+            threading.Thread(
+                target=_send_ignoring_errors, args=(cluster, old, header), daemon=True
+            ).start()
+            deadline = time.monotonic() + 10
+            while (cluster.status(old) or {}).get("masterCommitLogMaxOffset", 0) <= agreed:
+                assert time.monotonic() < deadline, "the old master never stored the put"
+                time.sleep(0.02)
+            cluster.kill(old)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        new = cluster.wait_master(other_than=old)
+        with Producer("after", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            for i in range(10):
+                producer.send(Message(TOPIC, f"new-{i}".encode()))
+        cluster.start_broker(old)
+        cluster.wait_in_sync(3)
+        end = _assert_identical(cluster)
+        assert end > agreed
+        log = cluster.brokers[old].process.log()  # type: ignore[union-attr]
+        assert "cutting the CommitLog back from" in log, log
+        assert f" to {agreed}," in log, log
+        bodies = _all_bodies(cluster, old, TOPIC)
+        assert b"orphan-body" not in bodies
+        assert {f"kept-{i}".encode() for i in range(20)} <= bodies
+        assert {f"new-{i}".encode() for i in range(10)} <= bodies
+        epochs = cluster.admin.broker_epochs(cluster.brokers[old].address)["epochList"]
+        assert epochs[-1]["epoch"] == cluster.status(new)["masterEpoch"]
+        assert epochs[-1]["startOffset"] == agreed
+
+
+def _send_ignoring_errors(cluster: ControlledCluster, broker: str, header: dict[str, str]) -> None:
+    # The broker is killed while it waits for its slaves: there is no answer to check.
+    with contextlib.suppress(AdminError):
+        cluster.admin.raw_request(
+            cluster.brokers[broker].address, RequestCode.SEND_MESSAGE, header, b"orphan-body"
+        )
+
+
+def test_a_master_cut_off_from_the_controllers_acknowledges_nothing_once_replaced(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path) as cluster:
+        cluster.wait_in_sync(3)
+        old = cluster.wait_master()
+        process = cluster.brokers[old].process
+        assert process is not None
+        os.kill(process.process.pid, signal.SIGSTOP)
+        try:
+            new = cluster.wait_master(other_than=old, timeout_s=20)
+        finally:
+            os.kill(process.process.pid, signal.SIGCONT)
+        # Straight to the old master, before it heard of its replacement from anyone.
+        response = cluster.admin.raw_request(
+            cluster.brokers[old].address,
+            RequestCode.SEND_MESSAGE,
+            raw_send_header("stale", TOPIC),
+            b"stale-body",
+        )
+        assert response.code != ResponseCode.SUCCESS, response
+        deadline = time.monotonic() + 20
+        while (cluster.status(old) or {}).get("master"):
+            assert time.monotonic() < deadline, "the old master never stepped down"
+            time.sleep(0.05)
+        cluster.wait_in_sync(3)
+        _assert_identical(cluster)
+        assert b"stale-body" not in _all_bodies(cluster, new, TOPIC)
+
+
+def test_losing_the_controller_leader_changes_nothing_for_the_brokers(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        cluster.wait_in_sync(3)
+        leader_address = None
+        for node in cluster.controllers.values():
+            meta = cluster.admin.controller_metadata(node.address)
+            leader_address = meta.get("controllerLeaderAddress")
+            if leader_address:
+                break
+        leader = next(n for n in cluster.controllers.values() if n.address == leader_address)
+        cluster.kill(leader.name)
+        with Producer("steady", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            results = [producer.send(Message(TOPIC, f"s-{i}".encode())) for i in range(10)]
+        assert {r.replicas for r in results} == {3}
+        master = cluster.wait_master()
+        cluster.kill(master)
+        cluster.wait_master(other_than=master, timeout_s=20)
+        cluster.start_controller(leader.name)
+        cluster.start_broker(master)
+        cluster.wait_in_sync(3)
+        _assert_identical(cluster)
+
+
+@pytest.mark.parametrize(
+    ("args", "text", "message"),
+    [
+        (["broker"], "enableControllerMode=true\n", "needs controllerAddr"),
+        (
+            ["broker"],
+            "enableControllerMode=true\ncontrollerAddr=127.0.0.1:1\nenableDLegerCommitLog=true\n",
+            "exclude each other",
+        ),
+        (["controller"], "controllerDLegerSelfId=n0\n", "needs controllerDLegerPeers"),
+        (
+            ["controller"],
+            "controllerDLegerPeers=n0-127.0.0.1:1\ncontrollerDLegerSelfId=n9\n",
+            "controllerDLegerSelfId='n9' is not one of the controllerDLegerPeers",
+        ),
+    ],
+)
+def test_a_broken_setting_is_one_line(
+    tmp_path: Path, args: list[str], text: str, message: str
+) -> None:
+    config = tmp_path / "bad.properties"
+    config.write_text(text + f"storePathRootDir={tmp_path / 'store'}\n")
+    with pytest.raises(RuntimeError) as caught:
+        start_server_process([*args, "-c", str(config)], tmp_path / "bad.log", timeout_s=20)
+    output = (tmp_path / "bad.log").read_text()
+    assert message in output, output
+    assert "Traceback" not in output
+    assert "exit code 2" in str(caught.value)
