@@ -23,10 +23,10 @@ FAST = {
     # Failover within about a second: a killed broker's connection closes at once; one cut off
     # is judged dead after the heartbeat timeout.
     "brokerHeartbeatInterval": "200",
-    "controllerHeartBeatTimeoutMills": "1500",
+    "controllerHeartBeatTimeoutMills": "3000",
     "syncBrokerMetadataPeriod": "500",
     "checkSyncStateSetPeriod": "300",
-    "haMaxTimeSlaveNotCatchup": "2000",
+    "haMaxTimeSlaveNotCatchup": "5000",
     "haSendHeartbeatInterval": "500",
     "syncFlushTimeout": "3000",
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client import Message, Producer
+from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.client.admin import AdminError
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.testing import start_server_process
@@ -70,6 +70,35 @@ def test_a_group_forms_and_every_acknowledged_put_is_on_every_member(tmp_path: P
         assert code == ResponseCode.SUCCESS
         assert fields["masterEpoch"] == "1"
         assert b'"syncStateSet":[1,2,3]' in body
+
+
+def test_a_put_is_acknowledged_only_once_every_member_holds_it(tmp_path: Path) -> None:
+    """With both slaves stopped (still in the set), the master stores a send but cannot
+    acknowledge it; a new master elected after the master dies lacks it, and nobody was told
+    it was sent."""
+    with running_cluster(
+        tmp_path, syncFlushTimeout="1000", haMaxTimeSlaveNotCatchup="60000"
+    ) as cluster:
+        cluster.wait_in_sync(3)
+        master = cluster.wait_master()
+        slaves = [b for b in cluster.brokers if b != master]
+        with Producer("rule", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            assert producer.send(Message(TOPIC, b"before")).status is SendStatus.SEND_OK
+            pids = [cluster.brokers[n].process.process.pid for n in slaves]  # type: ignore[union-attr]
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                result = producer.send(Message(TOPIC, b"unacknowledged"))
+                assert result.status is SendStatus.FLUSH_SLAVE_TIMEOUT, result
+                cluster.kill(master)
+            finally:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+            cluster.wait_master(other_than=master)
+            assert producer.send(Message(TOPIC, b"after")).status is SendStatus.SEND_OK
+        cluster.start_broker(master)
+        cluster.wait_in_sync(3)
+        _assert_identical(cluster)
 
 
 def test_a_killed_master_is_replaced_without_losing_an_acknowledged_message(

@@ -41,11 +41,11 @@ from typing import Any
 
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.dledger.commands import decode_put, encode_meta, encode_put
-from pocketmq.broker.dledger.metadata import MetadataTables, ReplicatedMetadata
 from pocketmq.broker.dledger.state_machine import CommitLogStateMachine
 from pocketmq.broker.groups import SubscriptionGroupTable
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.put_path import PutPath, PutSettings
+from pocketmq.broker.replicated_metadata import MetadataTables, ReplicatedMetadata
 from pocketmq.broker.schedule import DelayLevels
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.stored_message import decode_record

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controlled.metadata import MetadataLog
 from pocketmq.broker.controlled.replica import ControlledReplica
 from pocketmq.broker.delay_delivery import DelayDelivery
-from pocketmq.broker.dledger.metadata import MetadataTables
 from pocketmq.broker.dledger.replica import DLedgerReplica
 from pocketmq.broker.dledger.settings import DLedgerConfigError, DLedgerSettings
 from pocketmq.broker.ha.metadata_sync import slave_metadata_sync
@@ -31,6 +31,7 @@ from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.persistence import MetadataPersistence
 from pocketmq.broker.queue_locks import QueueLockTable
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
+from pocketmq.broker.replicated_metadata import MetadataTables
 from pocketmq.broker.runtime_info import runtime_table
 from pocketmq.broker.schedule import DelayLevelError, DelayLevels, parse_delay_levels
 from pocketmq.broker.topics import TopicTable
@@ -121,6 +122,7 @@ class BrokerServer:
         self.registrar: NameServerRegistrar | None = None
         self.replica = ReplicaRole(config.broker_role, store_config, self.clock)
         self.controlled: ControlledReplica | None = None
+        self.metadata_log: MetadataLog | None = None
         if config.enable_controller_mode:
             if config.enable_dleger_commit_log:
                 raise BrokerConfigError(
@@ -224,7 +226,11 @@ class BrokerServer:
             delay_delivery=delayed.delay_delivery,
             topics_changed=self._topics_changed,
             persist_offsets_now=(
-                persistence.save_offsets_now if dledger is None else self._replicate_offsets
+                self._replicate_offsets
+                if dledger is not None
+                else self._record_offsets
+                if self.controlled is not None
+                else persistence.save_offsets_now
             ),
             runtime_info=self.runtime_info,
         )
@@ -294,18 +300,7 @@ class BrokerServer:
         """Replicates the metadata tables; a master runs the master's services and registers
         as brokerId 0 with the term as its state version (so NameServers take the newest
         leader's word), a follower as a slave."""
-        dledger.attach(
-            MetadataTables(
-                self.topics,
-                self.offsets,
-                wiring.admin_stats.groups,
-                wiring.delay_delivery,
-                self.clock,
-                self._topics_changed,
-                wiring.admin_stats.groups_changed,
-                self.timer_store,
-            )
-        )
+        dledger.attach(self._metadata_tables(wiring))
         metadata = dledger.metadata
         assert metadata is not None
         assert self.master_services is not None
@@ -326,27 +321,29 @@ class BrokerServer:
         dledger.on_slave.append(switch)
 
     def _follow_controlled_roles(self, controlled: ControlledReplica, wiring: BrokerWiring) -> None:
-        """A master runs the master's services and registers as brokerId 0 with its epoch as
-        the state version (NameServers keep the newest master); a slave copies the master's
-        metadata and registers under its own id."""
-        controlled.make_metadata_sync = lambda master: slave_metadata_sync(
-            self.client,
-            master,
-            topics=self.topics,
-            offsets=self.offsets,
-            replace_groups=wiring.admin_stats.replace_groups,
-            delay_delivery=wiring.delay_delivery,
-            clock=self.clock,
-            topics_changed=self._topics_changed,
+        """Metadata travels as CommitLog records (`MetadataLog`); a master runs the master's
+        services and registers as brokerId 0 with its epoch as the state version (NameServers
+        keep the newest master); a slave registers under its own id."""
+        store = controlled.store
+        self.metadata_log = metadata_log = MetadataLog(
+            store,
+            wiring.put_path,
+            self._metadata_tables(wiring),
+            store_host=(self.ip, int(controlled.broker_address.rpartition(":")[2])),
+            serving=lambda: controlled.serving,
         )
+        assert self.master_services is not None
+        self.master_services.timer_handover = lambda: metadata_log.metadata.timer_handover
 
         async def switch() -> None:
             services = self.master_services
             assert services is not None
             if controlled.serving:
+                metadata_log.start()
                 await services.start()
             else:
                 await services.stop()
+                await metadata_log.stop()
             if self.registrar is not None:
                 epoch = controlled.info.master_epoch if controlled.info else 0
                 self.registrar.retarget(controlled.registered_id, epoch)
@@ -354,6 +351,24 @@ class BrokerServer:
 
         controlled.on_master.append(switch)
         controlled.on_slave.append(switch)
+
+    def _metadata_tables(self, wiring: BrokerWiring) -> MetadataTables:
+        return MetadataTables(
+            self.topics,
+            self.offsets,
+            wiring.admin_stats.groups,
+            wiring.delay_delivery,
+            self.clock,
+            self._topics_changed,
+            wiring.admin_stats.groups_changed,
+            self.timer_store,
+        )
+
+    async def _record_offsets(self) -> None:
+        """A controller-mode master answers a consumer's commit once its record is
+        acknowledged by the write rule."""
+        assert self.metadata_log is not None
+        await self.metadata_log.flush()
 
     async def _replicate_offsets(self) -> None:
         """A DLedger master answers a consumer's commit once a majority holds it."""

@@ -43,7 +43,7 @@ from pocketmq.broker.transaction.half_messages import CheckSettings
 from pocketmq.broker.transaction.handlers import EndTransactionHandler
 from pocketmq.common.codes import RequestCode
 from pocketmq.common.stored_message import HostAddress
-from pocketmq.common.topic_names import TopicError
+from pocketmq.common.topic_names import METADATA_TOPIC, TopicError
 from pocketmq.remoting.transport import RequestHandler
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.config import MessageStoreConfig
@@ -229,7 +229,11 @@ class BrokerWiring:
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:
         """A slave serves reads of a topic the master created since the last metadata sync."""
-        if request.topic in self.topics.topics or not self.replica.is_slave:
+        if (
+            request.topic in self.topics.topics
+            or request.topic == METADATA_TOPIC
+            or not self.replica.is_slave
+        ):
             return
         try:
             learned = self.topics.learn_replicated(

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from pocketmq.cli import (
     admin_brokers,
+    admin_container,
     admin_controller,
     admin_dledger,
     admin_groups,
@@ -248,6 +249,7 @@ def register(commands: Any) -> set[str]:
     replication.register(add)
     admin_dledger.register(add)
     admin_controller.register(add)
+    admin_container.register(add)
     parser.set_defaults(run=run)
     return names
 

@@ -9,7 +9,7 @@ import sys
 from typing import Final
 
 import pocketmq
-from pocketmq.cli import admin, bench, broker, controller, namesrv, raftkv, up
+from pocketmq.cli import admin, bench, broker, container, controller, namesrv, raftkv, up
 
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     up.register(commands)
     broker.register(commands)
+    container.register(commands)
     namesrv.register(commands)
     controller.register(commands)
     admin.register(commands)

@@ -391,16 +391,19 @@ class ClientInstance:
         return json.dumps(data, separators=(",", ":")).encode()
 
     async def send_heartbeats(self) -> None:
-        """One heartbeat to every known broker; failures are logged per broker."""
+        """One heartbeat to every known broker (only masters when this client has no
+        consumers, as RocketMQ's), all at once: a broker that does not answer (stopped, cut
+        off) delays the others by nothing; failures are logged per broker."""
         if not self.producer_groups and not self.consumers:
             return
         body = self.heartbeat_body()
-        for address in self.routes.all_broker_addresses():
+
+        async def one(address: str) -> None:
             try:
                 response = await self.invoke(address, RequestCode.HEART_BEAT, None, body)
             except (ConnectionFailedError, RequestTimeoutError) as exc:
                 log.debug("heartbeat to %s failed: %s", address, exc)
-                continue
+                return
             if response.code != ResponseCode.SUCCESS:
                 log.warning(
                     "broker %s refused the heartbeat: %s (%s)",
@@ -408,6 +411,9 @@ class ClientInstance:
                     response.code,
                     response.remark,
                 )
+
+        addresses = self.routes.all_broker_addresses(masters_only=not self.consumers)
+        await asyncio.gather(*(one(address) for address in addresses))
 
     async def _unregister_everywhere(self) -> None:
         groups: list[tuple[str, str]] = [("producerGroup", g) for g in self.producer_groups]

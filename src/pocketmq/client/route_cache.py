@@ -109,6 +109,14 @@ class RouteCache:
         addrs = self.broker_addrs.get(broker_name) or {}
         return addrs.get(broker_id) or self.any_address(broker_name)
 
-    def all_broker_addresses(self) -> list[str]:
-        """Every known broker address (heartbeats go to all of them)."""
-        return sorted({a for addrs in self.broker_addrs.values() for a in addrs.values()})
+    def all_broker_addresses(self, *, masters_only: bool = False) -> list[str]:
+        """Every known broker address (consumers heartbeat all of them, producers only the
+        masters, as RocketMQ's clients do)."""
+        return sorted(
+            {
+                address
+                for addrs in self.broker_addrs.values()
+                for broker_id, address in addrs.items()
+                if not masters_only or broker_id == MASTER_ID
+            }
+        )

@@ -51,6 +51,8 @@ delivered; none of them is ever delayed."""
 BENCHMARK_TOPIC: Final = "BenchmarkTest"
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 CHECKPOINT_TOPIC: Final = "CHECKPOINT_TOPIC"
+METADATA_TOPIC: Final = "rmq_sys_pocketmq_metadata"
+"""pocketmq's own: a controller-mode master's metadata changes, replicated as records."""
 SYSTEM_TOPIC_SET: Final = frozenset(
     {
         AUTO_CREATE_TOPIC_KEY_TOPIC,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -28,8 +27,22 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+RECANCEL_S = 0.2
+
+
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    """Cancels a background task and waits until it has stopped."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    """Cancels a background task and waits until it has stopped; re-raises what it failed
+    with, if anything other than the cancellation.
+
+    The cancellation is repeated until the task ends: on Python 3.11 `asyncio.wait_for` drops a
+    cancellation that arrives as the awaited operation completes, and a task in a retry loop
+    would then run on and keep its canceller waiting forever.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL_S)
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        raise error

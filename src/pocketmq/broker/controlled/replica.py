@@ -32,7 +32,6 @@ from pocketmq.broker.ha.epochs import FILE_NAME, EpochFile
 from pocketmq.broker.ha.master import HAMaster
 from pocketmq.broker.ha.settings import HASettings
 from pocketmq.broker.ha.slave import HASlave
-from pocketmq.broker.ha.sync import MetadataSync
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
@@ -113,8 +112,6 @@ class ControlledReplica:
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self.sync_state: SyncStateSet | None = None
-        self.metadata_sync: MetadataSync | None = None
-        self.make_metadata_sync: Callable[[Callable[[], str | None]], MetadataSync] | None = None
         self.on_master: list[RoleHook] = []
         self.on_slave: list[RoleHook] = []
         self.role_changes = 0
@@ -337,17 +334,11 @@ class ControlledReplica:
             master_epoch=lambda: self.info.master_epoch if self.info else 0,
         )
         slave.start()
-        if self.make_metadata_sync is not None:
-            self.metadata_sync = self.make_metadata_sync(lambda: master)
-            self.metadata_sync.start()
         log.info("slave of %s's master %d (%s) in epoch %d", self.config.broker_name,
                  info.master_id, master, info.master_epoch)  # fmt: skip
         await self._run_hooks(self.on_slave)
 
     async def _stop_slave(self) -> None:
-        if self.metadata_sync is not None:
-            await self.metadata_sync.stop()
-            self.metadata_sync = None
         if self.ha_slave is not None:
             await self.ha_slave.stop()
             self.ha_slave = None

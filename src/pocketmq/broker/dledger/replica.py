@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pocketmq.broker.dledger.commands import BARRIER, encode_meta, encode_put
-from pocketmq.broker.dledger.metadata import MetadataTables, ReplicatedMetadata
 from pocketmq.broker.dledger.settings import DLedgerSettings
 from pocketmq.broker.dledger.state_machine import CommitLogStateMachine
+from pocketmq.broker.replicated_metadata import MetadataTables, ReplicatedMetadata
 from pocketmq.common.stored_message import HostAddress
 from pocketmq.raft.core import Role
 from pocketmq.raft.node import NotLeaderError, ProposalLostError, RaftNode

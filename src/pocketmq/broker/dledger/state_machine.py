@@ -24,7 +24,7 @@ from pocketmq.broker.dledger.commands import (
     decode_put,
     kind_of,
 )
-from pocketmq.broker.dledger.metadata import ReplicatedMetadata
+from pocketmq.broker.replicated_metadata import ReplicatedMetadata
 from pocketmq.store.api import NEVER_STORABLE, PutResult
 from pocketmq.store.message_store import MessageStore
 

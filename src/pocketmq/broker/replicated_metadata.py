@@ -1,13 +1,16 @@
-"""A DLedger group's metadata in its Raft log: consumer offsets, topics, subscription groups
-and delay offsets, so that a new leader starts exactly where the group was (RocketMQ copies
-them from the master every 10 s, and a switch rewinds them), and how far the master's timer
-store has come.
+"""A replicated group's metadata as a log of changes: consumer offsets, topics, subscription
+groups and delay offsets, so that a new master starts exactly where the group was (RocketMQ
+copies them from the master every 10 s, and a switch rewinds them), and how far the master's
+timer store has come.
 
-The leader collects what changed into one META command: each offset commit and removal as it
+The master collects what changed into one document: each offset commit and removal as it
 happened, and the topic, group and delay-offset documents whole when their version moved. It
-proposes one every `interval_s`, or at once for a commit that waits for its answer
-(UPDATE_CONSUMER_OFFSET). Every replica applies them in log order; the leader skips its own
-commands of its current term (its tables already hold them).
+hands one to `propose` every `interval_s`, or at once for a commit that waits for its answer
+(UPDATE_CONSUMER_OFFSET). Every replica applies them in log order; a master skips its own.
+
+Two logs carry them: a DLedger group's Raft log (META commands, `broker/dledger`), and in
+controller mode the CommitLog itself, as records of a system topic that the write rule
+acknowledges like any message (`broker/controlled/metadata.py`).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ class ReplicatedMetadata:
         self._groups_version = None
         self._delay_document = None
         self._timer_document = None
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="dledger-meta")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="replicated-metadata")
 
     async def stop_recording(self) -> None:
         timer = self._running_timer()
@@ -123,7 +126,9 @@ class ReplicatedMetadata:
             await asyncio.sleep(self._interval_s)
             try:
                 await self.flush()
-            except (NotLeaderError, ProposalLostError) as exc:  # the role change stops this
+            except (NotLeaderError, ProposalLostError, OSError) as exc:
+                # The role change stops this loop; a change not replicated now goes with the
+                # next image (controller mode) or was never acknowledged to anyone.
                 log.debug("metadata not replicated: %s", exc)
 
     def _on_offset_change(self, change: tuple[Any, ...]) -> None:
