@@ -102,6 +102,9 @@ class ControlledCluster:
             "namesrvAddr": self.namesrv_addr,
             "storePathRootDir": str(node.data_dir),
             "mappedFileSizeCommitLog": str(FILE_SIZE),
+            # As RocketMQ's controller quick start writes them: the controller decides both.
+            "brokerId": "-1",
+            "brokerRole": "SLAVE",
             "enableControllerMode": "true",
             "controllerAddr": self.controller_addr,
             **self.extra,

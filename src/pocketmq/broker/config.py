@@ -26,7 +26,8 @@ class BrokerConfig:
 
     broker_cluster_name: str = key("brokerClusterName", "DefaultCluster")
     broker_name: str = key("brokerName", "broker-a")
-    broker_id: int = key("brokerId", 0)
+    # -1 as in RocketMQ's controller-mode files: the controller assigns the id.
+    broker_id: int = key("brokerId", 0, minimum=-1)
     broker_role: BrokerRole = key("brokerRole", BrokerRole.ASYNC_MASTER)
     namesrv_addr: str = key("namesrvAddr", "")
     listen_port: int = key("listenPort", 10911)

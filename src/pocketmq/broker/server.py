@@ -123,6 +123,12 @@ class BrokerServer:
         self.replica = ReplicaRole(config.broker_role, store_config, self.clock)
         self.controlled: ControlledReplica | None = None
         self.metadata_log: MetadataLog | None = None
+        if config.broker_id < 0 and not config.enable_controller_mode:
+            raise BrokerConfigError(
+                f"brokerId={config.broker_id}: only controller mode (enableControllerMode=true) "
+                "leaves the id to the controller; set brokerId=0 for a master, 1 or more for a "
+                "slave"
+            )
         if config.enable_controller_mode:
             if config.enable_dleger_commit_log:
                 raise BrokerConfigError(

@@ -119,6 +119,9 @@ async def get_sync_state_set(admin: AdminClient, args: argparse.Namespace) -> Re
             lines += ["", f"InSyncReplica:\t{_replica(member)}"]
         for member in info.get("notInSyncReplicas", []):
             lines += ["", f"NotInSyncReplica:\t{_replica(member)}"]
+        if info.get("haQos"):
+            # pocketmq's own lines, after mqadmin's: the QoS level and the master's state.
+            lines += ["", f"#HaQos\t{info['haQos']}", f"#HaState\t{info.get('haState') or '-'}"]
     return Report(table, lines)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketmq.common.config import key
+from pocketmq.common.ha_qos import Qos, QosError, parse_group_qos, parse_qos
 from pocketmq.raft.core import RaftConfig
 from pocketmq.raft.node import NodeSettings
 from pocketmq.raft.peers import PeerListError, check_member, parse_peers, raft_ids
@@ -36,6 +37,10 @@ class ControllerConfig:
     enable_elect_unclean_master: bool = key("enableElectUncleanMaster", False)
     notify_broker_role_changed: bool = key("notifyBrokerRoleChanged", True)
     elect_master_max_retry_count: int = key("electMasterMaxRetryCount", 3, minimum=1)
+    # pocketmq's: each group's replication QoS (`pocketmq.common.ha_qos`): AVAILABILITY or
+    # NO_LOSS, by brokerName (`broker-a:NO_LOSS;broker-b:AVAILABILITY`), else the default.
+    default_broker_group_qos: str = key("defaultBrokerGroupQos", "AVAILABILITY")
+    broker_group_qos: str = key("brokerGroupQos", "")
     # pocketmq's own: the controllers' Raft timing, as the broker's dLeger keys.
     controller_dleger_heartbeat_interval_ms: int = key(
         "controllerDLegerHeartBeatIntervalMs", 100, minimum=10
@@ -69,6 +74,20 @@ class ControllerConfig:
             raise ControllerConfigError(str(exc)) from None
         return peers
 
+    def qos_of(self, group: str) -> Qos:
+        """The QoS level of broker group `group`.
+
+        Raises:
+            ControllerConfigError: a level or list that cannot be read.
+        """
+        try:
+            levels = parse_group_qos(self.broker_group_qos, "brokerGroupQos")
+            return levels.get(group) or parse_qos(
+                self.default_broker_group_qos, "defaultBrokerGroupQos"
+            )
+        except QosError as exc:
+            raise ControllerConfigError(str(exc)) from None
+
     @property
     def self_id(self) -> str:
         return self.controller_dleger_self_id.strip()
@@ -91,6 +110,7 @@ class ControllerConfig:
             ControllerConfigError: see `peers`, or an election timeout under three heartbeats.
         """
         peers = self.peers()
+        self.qos_of("")  # a bad QoS setting stops the controller at start, saying why
         tick = self.controller_dleger_heartbeat_interval_ms
         if self.controller_dleger_election_timeout_ms < 3 * tick:
             raise ControllerConfigError(

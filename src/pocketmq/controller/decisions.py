@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pocketmq.common.codes import ResponseCode
+from pocketmq.common.ha_qos import Qos
 from pocketmq.controller.election import elect
 from pocketmq.controller.heartbeats import LiveBroker
 from pocketmq.controller.replicas import BrokerGroup, Event, ReplicasInfo
@@ -207,8 +208,11 @@ def alter_sync_state_set(
     new_set: set[int],
     set_epoch: int,
     alive: Callable[[str, int], bool],
+    *,
+    qos: Qos = Qos.AVAILABILITY,
 ) -> Decision:
-    """A master grows or shrinks its group's SyncStateSet; checked in RocketMQ's order."""
+    """A master grows or shrinks its group's SyncStateSet; checked in RocketMQ's order, then
+    the group's QoS (NO_LOSS keeps two members at least)."""
     group = replicas.groups.get(name)
     failed = ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
     if group is None:
@@ -250,6 +254,12 @@ def alter_sync_state_set(
     if master_id not in new_set:
         return refuse(
             failed, f"{rejecting} the newSyncStateSet don't contains origin leader {{{master_id}}}"
+        )
+    if qos is Qos.NO_LOSS and len(new_set) < 2 <= len(group.sync_state_set):
+        return refuse(
+            failed,
+            f"{rejecting} {name} keeps at least two in-sync replicas (QoS NO_LOSS), not "
+            f"{sorted(new_set)}",
         )
     event = {"type": "alterSyncStateSet", "group": name, "syncStateSet": sorted(new_set),
              "expectSyncStateSetEpoch": set_epoch, "expectMasterEpoch": master_epoch}  # fmt: skip

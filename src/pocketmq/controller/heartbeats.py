@@ -33,6 +33,8 @@ class LiveBroker:
     priority: int = 0
     channel: Channel | None = None
     closed: bool = False
+    ha_state: str = ""
+    """pocketmq's: a master's replication state (`pocketmq.common.ha_qos.HaState`)."""
 
     def alive(self, now_ms: int) -> bool:
         return not self.closed and now_ms - self.last_ms <= self.timeout_ms

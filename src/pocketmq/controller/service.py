@@ -120,6 +120,9 @@ class ControllerServer:
     async def start(self) -> int:
         port = await self.node.start()
         self.node.server.on_channel_closed.append(self.live.channel_closed)
+        # A new leader scans at once: a master that died with the old leader is judged now
+        # (its connection here closed too), not at the next interval.
+        self.node.on_change.append(self._scan_now.set)
         listen = self.config.listen_port
         if listen and listen != port:
             self.extra_server = RemotingServer(self.routes(), host="0.0.0.0", port=listen)
@@ -267,6 +270,7 @@ class ControllerServer:
                 new_set,
                 set_epoch,
                 self.live.alive,
+                qos=self.config.qos_of(name),
             ),
         )
 
@@ -299,8 +303,12 @@ class ControllerServer:
             if group.master_id is not None:
                 entry["masterAddress"] = group.master_address
                 entry["masterBrokerId"] = group.master_id
+            master = self.live.get(name, group.master_id) if group.master_id else None
             table[name] = {
                 **entry,
+                # pocketmq's: the group's QoS level and its master's replication state.
+                "haQos": self.config.qos_of(name).value,
+                "haState": master.ha_state if master is not None else "",
                 "masterEpoch": group.master_epoch,
                 "syncStateSetEpoch": group.sync_state_set_epoch,
                 "inSyncReplicas": [
@@ -353,6 +361,7 @@ class ControllerServer:
                 confirm_offset=_int_field(request, "confirmOffset", 0),
                 priority=_int_field(request, "electionPriority", 0),
                 channel=channel,
+                ha_state=request.ext_fields.get("haState", ""),
             )
         except BadRequest as exc:
             return RemotingCommand.response_to(
@@ -362,7 +371,9 @@ class ControllerServer:
         # pocketmq's addition: the group's master epoch as this replica knows it, so that a
         # master that was cut off learns at its first heartbeat that it has been replaced.
         group = self.replicas.groups.get(broker.group)
-        fields = {"masterEpoch": str(group.master_epoch)} if group is not None else None
+        fields = {"haQos": self.config.qos_of(broker.group).value}
+        if group is not None:
+            fields["masterEpoch"] = str(group.master_epoch)
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, "Heart beat success", ext_fields=fields
         )

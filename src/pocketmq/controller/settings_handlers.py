@@ -20,6 +20,7 @@ from pocketmq.common.config import (
     format_properties,
     parse_properties,
 )
+from pocketmq.common.ha_qos import QosError, parse_group_qos, parse_qos
 from pocketmq.controller.config import ControllerConfig
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RequestHandler
@@ -33,6 +34,8 @@ LIVE_KEYS: Final = frozenset(
         "enableElectUncleanMaster",
         "notifyBrokerRoleChanged",
         "electMasterMaxRetryCount",
+        "defaultBrokerGroupQos",
+        "brokerGroupQos",
     }
 )
 """Read on every use, so an update takes effect at once."""
@@ -88,7 +91,11 @@ class ControllerSettingsHandlers:
                 "file and restart; changeable now: " + ", ".join(sorted(LIVE_KEYS))
             )
         try:
+            if "defaultBrokerGroupQos" in updates:
+                parse_qos(updates["defaultBrokerGroupQos"], "defaultBrokerGroupQos")
+            if "brokerGroupQos" in updates:
+                parse_group_qos(updates["brokerGroupQos"], "brokerGroupQos")
             apply_properties(self.config, updates)
-        except ConfigError as exc:
+        except (ConfigError, QosError) as exc:
             return ResponseCode.INVALID_PARAMETER, str(exc)
         return ResponseCode.SUCCESS, ""

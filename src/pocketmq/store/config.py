@@ -77,6 +77,10 @@ class MessageStoreConfig:
     min_in_sync_replicas: int = key("minInSyncReplicas", 1, minimum=1)
     enable_auto_in_sync_replicas: bool = key("enableAutoInSyncReplicas", False)
     ha_max_time_slave_not_catchup_ms: int = key("haMaxTimeSlaveNotCatchup", 15_000, minimum=1)
+    # pocketmq's: a slave this close to the acknowledged end is held for (SEMI_SYNC), at most
+    # this long under QoS AVAILABILITY.
+    ha_semi_sync_gap: int = key("haSemiSyncGapBytes", 4 * 1024 * 1024, minimum=0)
+    ha_semi_sync_hold_ms: int = key("haSemiSyncHoldMs", 1_000, minimum=0)
     store_path_epoch_file: str = key("storePathEpochFile", "")
     # Timer messages (`TimerMessageStore`): any delivery time up to timerMaxDelaySec ahead.
     timer_wheel_enable: bool = key("timerWheelEnable", True)

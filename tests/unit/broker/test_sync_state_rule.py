@@ -9,6 +9,7 @@ from typing import Any
 
 from pocketmq.broker.controlled.sync_state import SyncStateSet
 from pocketmq.broker.ha.master import SlaveConnection
+from pocketmq.common.ha_qos import Qos
 from pocketmq.store.config import MessageStoreConfig
 
 MASTER = 1
@@ -162,13 +163,22 @@ def test_a_caught_up_slave_counts_at_once_while_the_controller_is_asked() -> Non
 
 
 def test_a_slave_behind_what_was_acknowledged_does_not_join() -> None:
-    sync, now, _ = rule({1}, config(all_ack_in_sync_state_set=True))
+    sync, now, _ = rule({1}, config(all_ack_in_sync_state_set=True, ha_semi_sync_gap=0))
     sync.acked_through(set(), head=400)
     sync.reported(slave(2, 399, caught_up_ms=now.ms))
-    sync.reported(slave(3, 400, caught_up_ms=0))  # never caught up with the master's head
     sync.reported(SlaveConnection(address="127.0.0.1:30999", connected_ms=0, ack_offset=500))
     assert sync.pending is None
     assert sync.counted() == {1}
+    # At the acknowledged end but never caught up with the head: held for, not joined yet.
+    sync.reported(slave(3, 400, caught_up_ms=0))
+    assert sync.pending is None
+    assert sync.holding == 3
+    # Within a larger gap, the one a byte behind would be held for instead (one at a time).
+    sync.holding = None
+    sync._config.ha_semi_sync_gap = 10
+    sync.reported(slave(2, 399, caught_up_ms=now.ms))
+    assert sync.pending is None
+    assert sync.holding == 2
 
 
 def test_a_member_reporting_again_asks_nothing() -> None:
@@ -224,3 +234,77 @@ def test_a_rejected_change_stops_counting_the_slave() -> None:
     assert sync.pending is None
     assert sync.counted() == {1}
     assert sync.proposal(set(), grace_over=True) is None
+
+
+# -- QoS and the replication states --------------------------------------------------------------
+def test_a_slave_nearly_caught_up_is_held_for_and_joins_once_it_closes_the_gap() -> None:
+    """SEMI_SYNC: under load the acknowledged end runs ahead of a slave that keeps up; held
+    for, it counts at once (puts wait for it), and joins when it reached the end it had to."""
+    sync, now, _ = rule({MASTER}, config(all_ack_in_sync_state_set=True, ha_semi_sync_gap=1000))
+    wanted: list[bool] = []
+    sync.wanted = lambda: wanted.append(True)
+    sync.acked_through(set(), 5_000)  # the master alone acknowledged up to 5,000
+    behind = slave(2, 4_500, caught_up_ms=now.ms)
+    sync.reported(behind)
+    assert sync.holding == 2
+    assert sync.counted() == {MASTER, 2}
+    assert sync.state.value == "SEMI_SYNC"
+    assert sync.acked_through({behind}, 6_000) == 4_500  # puts now wait for it
+    assert not wanted
+    behind.ack_offset = 5_000
+    sync.reported(behind)
+    assert sync.holding is None
+    assert sync.pending == {MASTER, 2}
+    assert wanted == [True]
+    sync.accepted({MASTER, 2}, 2)
+    assert sync.observe(slaves_connected=True).value == "SYNC"
+    assert [state.value for _, state in sync.transitions] == ["SEMI_SYNC", "SYNC"]
+
+
+def test_a_slave_further_behind_than_the_gap_is_not_held_for() -> None:
+    sync, now, _ = rule({MASTER}, config(ha_semi_sync_gap=1000))
+    sync.acked_through(set(), 5_000)
+    sync.reported(slave(2, 3_000, caught_up_ms=now.ms))
+    assert sync.holding is None
+    assert sync.counted() == {MASTER}
+    assert sync.state.value == "ASYNC"
+
+
+def test_availability_gives_up_holding_after_the_hold_time_no_loss_does_not() -> None:
+    for qos, gives_up in (("AVAILABILITY", True), ("NO_LOSS", False)):
+        sync, now, _ = rule({MASTER}, config(ha_semi_sync_gap=1000, ha_semi_sync_hold_ms=500))
+        sync.qos = Qos(qos)
+        sync.acked_through(set(), 5_000)
+        sync.reported(slave(2, 4_900, caught_up_ms=now.ms))
+        assert sync.holding == 2
+        now.ms += 400
+        assert not sync.give_up_holding()
+        now.ms += 200
+        assert sync.give_up_holding() is gives_up
+        assert (sync.holding is None) is gives_up
+
+
+def test_no_loss_acknowledges_nothing_on_one_copy_and_never_shrinks_below_two() -> None:
+    sync, now, _ = rule({MASTER}, config(all_ack_in_sync_state_set=True))
+    sync.qos = Qos.NO_LOSS
+    assert sync.refusal() is not None
+    assert "NO_LOSS" in (sync.refusal() or "")
+    sync.accepted({MASTER, 2, 3}, 2)
+    assert sync.refusal() is None
+    now.ms += 2 * LIMIT_MS
+    lagging = {slave(2, 0, connected_ms=0), slave(3, 0, connected_ms=0)}
+    assert sync.shrink_candidates(lagging) == {2, 3}
+    assert sync.proposal(lagging, grace_over=True) is None
+    sync.qos = Qos.AVAILABILITY
+    assert sync.proposal(lagging, grace_over=True) == {MASTER}
+
+
+def test_the_states_follow_the_slaves() -> None:
+    sync, _, _ = rule({MASTER})
+    assert sync.observe(slaves_connected=False).value == "SINGLE_MASTER"
+    assert sync.observe(slaves_connected=True).value == "ASYNC"
+    sync.accepted({MASTER, 2}, 2)
+    assert sync.observe(slaves_connected=True).value == "SYNC"
+    sync.accepted({MASTER}, 3)
+    assert sync.observe(slaves_connected=False).value == "SINGLE_MASTER"
+    assert [s.value for _, s in sync.transitions] == ["ASYNC", "SYNC", "SINGLE_MASTER"]

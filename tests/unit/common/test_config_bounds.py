@@ -69,7 +69,7 @@ class Limits:
             "65536",
             "listenPort: '65536' is not an integer from 0 to 65535",
         ),
-        (BrokerConfig(), "brokerId", "-1", "brokerId: '-1' is not an integer of 0 or more"),
+        (BrokerConfig(), "brokerId", "-2", "brokerId: '-2' is not an integer of -1 or more"),
         (
             BrokerConfig(),
             "brokerPermission",

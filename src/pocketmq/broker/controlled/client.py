@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -87,18 +88,33 @@ class ControllerClient:
             self._warned = True
         raise ControllerUnavailable(problem)
 
-    async def heartbeat_all(self, fields: Mapping[str, str]) -> tuple[int, int]:
+    async def heartbeat_all(self, fields: Mapping[str, str]) -> HeartbeatAnswers:
         """BROKER_HEARTBEAT to every controller (each keeps its own view of who is alive);
-        returns how many took it and the newest master epoch they named."""
+        what they answered, together."""
 
-        async def one(address: str) -> tuple[bool, int]:
+        async def one(address: str) -> RemotingCommand | None:
             request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields)
             try:
                 response = await self._client.invoke(address, request, TIMEOUT_S)
             except (RemotingError, OSError):
-                return False, 0
-            epoch = response.ext_fields.get("masterEpoch", "0")
-            return response.code == ResponseCode.SUCCESS, int(epoch) if epoch.isdigit() else 0
+                return None
+            return response if response.code == ResponseCode.SUCCESS else None
 
-        results = await asyncio.gather(*(one(a) for a in self.addresses))
-        return sum(took for took, _ in results), max((epoch for _, epoch in results), default=0)
+        answers = [a for a in await asyncio.gather(*(one(a) for a in self.addresses)) if a]
+        epochs = [a.ext_fields.get("masterEpoch", "") for a in answers]
+        levels = [a.ext_fields.get("haQos", "") for a in answers]
+        return HeartbeatAnswers(
+            took=len(answers),
+            master_epoch=max((int(e) for e in epochs if e.isdigit()), default=0),
+            qos=next((level for level in levels if level), None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswers:
+    took: int
+    """How many controllers took the heartbeat."""
+    master_epoch: int
+    """The newest master epoch of the group they named (pocketmq's controllers say it)."""
+    qos: str | None
+    """The group's QoS level, as a pocketmq controller says it."""

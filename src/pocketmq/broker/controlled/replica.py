@@ -33,6 +33,7 @@ from pocketmq.broker.ha.master import HAMaster
 from pocketmq.broker.ha.settings import HASettings
 from pocketmq.broker.ha.slave import HASlave
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.ha_qos import Qos, QosError, parse_qos
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
 from pocketmq.remoting.transport import Channel, RemotingClient, RequestHandler
@@ -117,6 +118,7 @@ class ControlledReplica:
         self.role_changes = 0
         self._lease_ms = 0
         self._replaced_in = 0
+        self.qos = Qos.AVAILABILITY
         """A master epoch a controller named that is newer than this broker's."""
         self._role_lock = asyncio.Lock()
         self._wake_sync = asyncio.Event()
@@ -282,6 +284,7 @@ class ControlledReplica:
             now_ms=self.clock.now_ms,
         )
         rule.wanted = self._wake_sync.set
+        rule.qos = self.qos
         self.sync_state = rule
         if self.ha_master is None:
             self.ha_master = HAMaster(
@@ -378,6 +381,17 @@ class ControlledReplica:
         return None
 
     # -- loops ------------------------------------------------------------------------------------
+    def _take_qos(self, text: str) -> None:
+        try:
+            qos = parse_qos(text, "haQos")
+        except QosError:
+            return
+        if qos is not self.qos:
+            log.info("the controller sets QoS %s for %s", qos.value, self.config.broker_name)
+            self.qos = qos
+        if self.sync_state is not None:
+            self.sync_state.qos = qos
+
     def _heartbeat_fields(self) -> dict[str, str]:
         rule = self.sync_state
         return {
@@ -390,13 +404,18 @@ class ControlledReplica:
             "confirmOffset": str(rule.acknowledged if rule else self.store.max_phy_offset),
             "heartbeatTimeoutMills": str(self.config.controller_heartbeat_timeout_ms),
             "electionPriority": str(self.config.broker_election_priority),
+            # pocketmq's: the master's replication state, shown by getSyncStateSet.
+            "haState": rule.state.value if rule else "",
         }
 
     async def _heartbeat_once(self) -> None:
         if not self.broker_id:
             return
         sent = self.clock.now_ms()
-        took, epoch = await self.controllers.heartbeat_all(self._heartbeat_fields())
+        answers = await self.controllers.heartbeat_all(self._heartbeat_fields())
+        took, epoch = answers.took, answers.master_epoch
+        if answers.qos is not None:
+            self._take_qos(answers.qos)
         known = self.info.master_epoch if self.info else 0
         if epoch > known:
             if self.serving and epoch > self._replaced_in:
@@ -442,13 +461,20 @@ class ControlledReplica:
         period = self.config.check_sync_state_set_period_ms / 1000
         started = self.clock.now_ms()
         while self.sync_state is rule:
+            # While holding puts for a slave, look again soon enough to give up in time.
+            wait = period
+            if rule.holding is not None:
+                wait = min(period, self._store_config.ha_semi_sync_hold_ms / 2000)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(period):
+                async with asyncio.timeout(wait):
                     await self._wake_sync.wait()
             self._wake_sync.clear()
             master = self.ha_master
             if self.sync_state is not rule or master is None or self.info is None:
                 return
+            if rule.give_up_holding():
+                master.recheck()
+            rule.observe(slaves_connected=bool(master.connections))
             grace_over = (
                 self.clock.now_ms() - started > self._store_config.ha_max_time_slave_not_catchup_ms
             )
@@ -457,6 +483,7 @@ class ControlledReplica:
                 continue
             await self._alter(rule, wanted)
             master.recheck()
+            rule.observe(slaves_connected=bool(master.connections))
 
     async def _alter(self, rule: SyncStateSet, wanted: set[int]) -> None:
         info = self.info
@@ -572,6 +599,11 @@ class ControlledReplica:
                 "syncStateSetEpoch": rule.epoch if rule else 0,
                 "epochs": self.epochs.to_wire(self.store.max_phy_offset),
                 "fenced": self._fenced() if self.serving else None,
+                "haState": rule.state.value if rule else None,
+                "haTransitions": [[at, state.value] for at, state in rule.transitions[-20:]]
+                if rule
+                else [],
+                "haQos": self.qos.value,
                 "roleChanges": self.role_changes,
             }
         )

@@ -10,6 +10,13 @@ The set changes only through the controller, fenced by both epochs. Growing is s
 slave that holds everything acknowledged so far counts for acknowledgements from the moment
 the master asks to add it (the pending set is the union). Shrinking waits for the controller:
 until it agrees, the slave still counts, and puts wait for it.
+
+Under steady load a slave rarely holds exactly everything acknowledged: one within
+`haSemiSyncGapBytes` of it is held for (SEMI_SYNC, `pocketmq.common.ha_qos`): it counts for
+acknowledgements at once, so the acknowledged end stops outrunning it, and once it reaches the
+end it had to reach it joins. With QoS AVAILABILITY the master gives up holding after
+`haSemiSyncHoldMs`; with NO_LOSS it holds on, never shrinks the set under two, and
+acknowledges nothing that a second broker does not hold.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import logging
 from collections.abc import Callable
 
 from pocketmq.broker.ha.master import SlaveConnection
+from pocketmq.common.ha_qos import HaState, Qos
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -48,11 +56,23 @@ class SyncStateSet:
         """The end of the highest put acknowledged so far."""
         self.wanted: Callable[[], None] = lambda: None
         """Called when the set should change (the replica asks the controller)."""
+        self.qos = Qos.AVAILABILITY
+        """The group's level, as the controller last said."""
+        self.holding: int | None = None
+        """A slave held for (SEMI_SYNC): it counts, and joins once it reaches `hold_target`."""
+        self.hold_target = 0
+        self.hold_since_ms = 0
+        self.state = HaState.SINGLE_MASTER
+        self.transitions: list[tuple[int, HaState]] = []
+        """(time, state) of every change, for status and tests."""
 
     # -- the write rule ------------------------------------------------------------------------
     def counted(self) -> set[int]:
-        """Whose copies count: the set, and while a change is pending, its union with it."""
-        return self.members | (self.pending or set())
+        """Whose copies count: the set, a pending change's union with it, a slave held for."""
+        counted = self.members | (self.pending or set())
+        if self.holding is not None:
+            counted = counted | {self.holding}
+        return counted
 
     def needed(self) -> int:
         config = self._config
@@ -67,6 +87,11 @@ class SyncStateSet:
         if fenced is not None:
             return fenced
         size = len(self.counted())
+        if self.qos is Qos.NO_LOSS and size < 2:
+            return (
+                "QoS NO_LOSS: no second broker is in sync to hold this put; it is not "
+                "acknowledged until a slave is back"
+            )
         if size < self._config.min_in_sync_replicas:
             return (
                 f"in-sync replicas not enough: {size} in the SyncStateSet "
@@ -92,15 +117,63 @@ class SyncStateSet:
 
     # -- growing and shrinking -----------------------------------------------------------------
     def reported(self, connection: SlaveConnection) -> None:
-        """A slave that holds everything acknowledged so far joins at once (pending)."""
+        """A slave that holds everything acknowledged so far joins at once (pending); one
+        nearly there is held for (SEMI_SYNC) and joins once it got there."""
         broker_id = connection.broker_id
-        if broker_id is None or broker_id in self.counted():
+        if broker_id is None:
             return
-        if connection.ack_offset >= self.acknowledged and connection.caught_up_ms:
-            self.pending = self.counted() | {broker_id}
-            log.info("slave %d caught up (offset %d); asking to add it to the SyncStateSet %s",
-                     broker_id, connection.ack_offset, sorted(self.members))  # fmt: skip
-            self.wanted()
+        ack = connection.ack_offset
+        if broker_id == self.holding:
+            if ack >= self.hold_target:
+                self.holding = None
+                self._join(broker_id, ack, "closed the gap")
+            return
+        if broker_id in self.counted():
+            return
+        if ack >= self.acknowledged and connection.caught_up_ms:
+            self._join(broker_id, ack, "caught up")
+        elif self.holding is None and 0 <= self.acknowledged - ack <= self._config.ha_semi_sync_gap:
+            self.holding = broker_id
+            self.hold_target = self.acknowledged
+            self.hold_since_ms = self._now_ms()
+            log.info("semi-sync: holding puts for slave %d, %d bytes behind the acknowledged end "
+                     "%d", broker_id, self.acknowledged - ack, self.acknowledged)  # fmt: skip
+        self.observe(slaves_connected=True)
+
+    def _join(self, broker_id: int, ack: int, how: str) -> None:
+        self.pending = self.counted() | {broker_id}
+        log.info("slave %d %s (offset %d); asking to add it to the SyncStateSet %s",
+                 broker_id, how, ack, sorted(self.members))  # fmt: skip
+        self.wanted()
+
+    def give_up_holding(self) -> bool:
+        """AVAILABILITY: stops holding puts for a slave that did not close its gap within
+        `haSemiSyncHoldMs` (it may try again later). True when it stopped."""
+        if self.holding is None or self.qos is Qos.NO_LOSS:
+            return False
+        if self._now_ms() - self.hold_since_ms <= self._config.ha_semi_sync_hold_ms:
+            return False
+        log.info("semi-sync: slave %d did not close its gap within %d ms; puts no longer wait "
+                 "for it", self.holding, self._config.ha_semi_sync_hold_ms)  # fmt: skip
+        self.holding = None
+        return True
+
+    def observe(self, *, slaves_connected: bool) -> HaState:
+        """The state now, logged and recorded when it changed."""
+        if len(self.members) > 1:
+            state = HaState.SYNC
+        elif self.pending is not None or self.holding is not None:
+            state = HaState.SEMI_SYNC
+        elif slaves_connected:
+            state = HaState.ASYNC
+        else:
+            state = HaState.SINGLE_MASTER
+        if state is not self.state:
+            log.info("replication %s -> %s (QoS %s, SyncStateSet %s)", self.state.value,
+                     state.value, self.qos.value, sorted(self.members))  # fmt: skip
+            self.state = state
+            self.transitions.append((self._now_ms(), state))
+        return state
 
     def shrink_candidates(self, connections: set[SlaveConnection]) -> set[int]:
         """Members (other than the master) gone or behind for `haMaxTimeSlaveNotCatchup`."""
@@ -122,9 +195,13 @@ class SyncStateSet:
         if not grace_over:
             return None
         lagging = self.shrink_candidates(connections)
-        if lagging:
-            return self.members - lagging
-        return None
+        if not lagging:
+            return None
+        if self.qos is Qos.NO_LOSS and len(self.members - lagging) < 2:
+            # Keep the best of the lagging members: puts wait for it rather than stand on one
+            # broker's copy.
+            return None
+        return self.members - lagging
 
     def accepted(self, members: set[int], epoch: int) -> None:
         """The controller's answer (or a newer set it announced)."""
@@ -137,6 +214,8 @@ class SyncStateSet:
         self.members = set(members) | {self.self_id}
         self.epoch = epoch
         self.pending = None
+        if self.holding in self.members:
+            self.holding = None
 
     def rejected(self) -> None:
         self.pending = None
