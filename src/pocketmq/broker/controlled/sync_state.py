@@ -141,7 +141,9 @@ class SyncStateSet:
         self.observe(slaves_connected=True)
 
     def _join(self, broker_id: int, ack: int, how: str) -> None:
-        self.pending = self.counted() | {broker_id}
+        # Not `counted()`: a slave still held for has not closed its gap, and must not be
+        # proposed (an elected member lacking acknowledged puts would lose them).
+        self.pending = self.members | (self.pending or set()) | {broker_id}
         log.info("slave %d %s (offset %d); asking to add it to the SyncStateSet %s",
                  broker_id, how, ack, sorted(self.members))  # fmt: skip
         self.wanted()
