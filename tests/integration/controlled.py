@@ -64,6 +64,8 @@ class ControlledCluster:
             **extra,
         }
         self.controller_extra: dict[str, str] = {"scanNotActiveBrokerInterval": "200"}
+        self.in_namesrv = False
+        """Controllers run inside NameServers (`enableControllerInNamesrv=true`)."""
         self.admin = Admin([self.namesrv_addr], timeout_s=3.0)
 
     @property
@@ -86,10 +88,14 @@ class ControlledCluster:
             **self.controller_extra,
             **node.extra,
         }
+        command = ["controller"]
+        if self.in_namesrv:
+            settings["enableControllerInNamesrv"] = "true"
+            command = ["namesrv", "--port", "0"]
         config = self.root / f"{name}.conf"
         config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         node.process = start_server_process(
-            ["controller", "-c", str(config)], self.root / f"{name}-{node.starts}.log"
+            [*command, "-c", str(config)], self.root / f"{name}-{node.starts}.log"
         )
         return node
 
@@ -233,8 +239,11 @@ def sync_state_body(body: bytes) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def running_cluster(root: Path, **extra: str) -> Iterator[ControlledCluster]:
+def running_cluster(
+    root: Path, *, in_namesrv: bool = False, **extra: str
+) -> Iterator[ControlledCluster]:
     cluster = ControlledCluster(root, **extra)
+    cluster.in_namesrv = in_namesrv
     try:
         cluster.start_all()
         yield cluster

@@ -48,15 +48,15 @@ class Moved:
     def address_of(self, example_port: int) -> str:
         return f"127.0.0.1:{self.ports[example_port]}"
 
-    def copy(self, name: str, data: str) -> Path:
-        """The example file `name` with every address, port and data directory moved; the data
-        goes under `root / data`."""
+    def copy(self, name: str) -> Path:
+        """The example file `name` in `root`, with every address, port and data directory moved
+        (the data to `root / "data"`)."""
         text = (EXAMPLE / name).read_text()
         for old, new in self.addresses.items():
             text = text.replace(old, new)
         for old_port, new_port in self.ports.items():
             text = text.replace(f"listenPort={old_port}\n", f"listenPort={new_port}\n")
-        text = text.replace("=data/", f"={self.root / data}/")
+        text = text.replace("=data/", f"={self.root / 'data'}/")
         for sibling in EXAMPLE.glob("broker-n*.conf"):
             text = text.replace(sibling.name, str(self.root / sibling.name))
         copy = self.root / name
@@ -126,7 +126,7 @@ def stopped_at_exit(processes: dict[str, ServerProcess]) -> Iterator[dict[str, S
 
 def start_controllers(moved: Moved, processes: dict[str, ServerProcess]) -> None:
     for name in ("controller-n0.conf", "controller-n1.conf", "controller-n2.conf"):
-        copy = moved.copy(name, "data")
+        copy = moved.copy(name)
         log = moved.root / f"{copy.stem}.log"
         processes[copy.stem] = start_server_process(["controller", "-c", str(copy)], log)
     first = moved.controllers.split(";")[0]
@@ -145,7 +145,7 @@ def test_the_example_group_fails_over_as_its_readme_says(tmp_path: Path) -> None
         start_controllers(moved, processes)
         brokers: dict[str, ServerProcess] = {}
         for name in ("broker-n0.conf", "broker-n1.conf", "broker-n2.conf"):
-            copy = moved.copy(name, "data")
+            copy = moved.copy(name)
             brokers[copy.stem] = start_server_process(
                 ["broker", "-c", str(copy)], tmp_path / f"{copy.stem}.log"
             )
@@ -170,8 +170,8 @@ def test_the_example_brokers_form_the_group_in_one_container(tmp_path: Path) -> 
     with stopped_at_exit({"namesrv": namesrv}) as processes:
         start_controllers(moved, processes)
         for name in ("broker-n0.conf", "broker-n1.conf", "broker-n2.conf"):
-            moved.copy(name, "data")
-        container = moved.copy("broker-container.conf", "data")
+            moved.copy(name)
+        container = moved.copy("broker-container.conf")
         processes["container"] = start_server_process(
             ["container", "-c", str(container)], tmp_path / "container.log"
         )

@@ -257,6 +257,21 @@ def test_losing_the_controller_leader_changes_nothing_for_the_brokers(tmp_path: 
         _assert_identical(cluster)
 
 
+def test_controllers_inside_namesrvs_elect_and_fail_over(tmp_path: Path) -> None:
+    """`enableControllerInNamesrv=true`: the NameServer process runs the controller replica
+    its file describes (RocketMQ's embedded controller)."""
+    with running_cluster(tmp_path, in_namesrv=True) as cluster:
+        cluster.wait_in_sync(3)
+        log = cluster.controllers["c0"].process.log()  # type: ignore[union-attr]
+        assert "NameServer serving on port" in log
+        assert "controller c0 of group group1 serving" in log
+        master = cluster.wait_master()
+        cluster.kill(master)
+        cluster.wait_master(other_than=master)
+        with Producer("embedded", namesrv=cluster.namesrv_addr, send_timeout_s=5) as producer:
+            assert producer.send(Message(TOPIC, b"after")).status is SendStatus.SEND_OK
+
+
 @pytest.mark.parametrize(
     ("args", "text", "message"),
     [

@@ -1,16 +1,20 @@
-"""`pocketmq namesrv [-c namesrv.properties] [--port N]`, as RocketMQ's `mqnamesrv`."""
+"""`pocketmq namesrv [-c namesrv.properties] [--port N]`, as RocketMQ's `mqnamesrv`; with
+`enableControllerInNamesrv=true` the file also configures a controller replica that runs in
+the same process (RocketMQ's embedded controller)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from pocketmq.cli.controller import build_controller
 from pocketmq.cli.serving import (
     apply_config_file,
     bind_failure,
     run_server,
     serve_until_signalled,
 )
+from pocketmq.controller.config import ControllerConfig
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 
 
@@ -26,10 +30,14 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         config = NamesrvConfig()
-        apply_config_file(args.config, config)
+        controller_config = ControllerConfig()
+        apply_config_file(args.config, config, controller_config)
         if args.port is not None:
             config.listen_port = args.port
         server = NamesrvServer(config)
+        controller = (
+            build_controller(controller_config) if config.enable_controller_in_namesrv else None
+        )
 
         async def start() -> str:
             try:
@@ -37,8 +45,22 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 fix = "--port N or listenPort=N (0 picks a free port)"
                 raise bind_failure(exc, "NameServer port", config.listen_port, fix) from None
+            if controller is not None:
+                try:
+                    await controller.start()
+                except OSError as exc:
+                    await server.stop()
+                    raise bind_failure(exc, "controller port", 0, "controllerDLegerPeers") from None
+                return (
+                    f"namesrv with controller {controller_config.self_id} ready at 127.0.0.1:{port}"
+                )
             return f"namesrv ready at 127.0.0.1:{port}"
 
-        await serve_until_signalled(start, server.stop)
+        async def stop() -> None:
+            if controller is not None:
+                await controller.stop()
+            await server.stop()
+
+        await serve_until_signalled(start, stop)
 
     return run_server(main, "pocketmq namesrv")

@@ -164,6 +164,9 @@ class BrokerContainer:
                 raise BrokerRefusedError(
                     f"start broker failed: broker {slot} from {source}: {type(exc).__name__}: {exc}"
                 ) from None
+            if broker.controlled is not None:
+                # Its id is the controller's: known once it joined (see `_slot_of`).
+                slot = _slot_of(broker)
             self.brokers[slot] = broker
             log.info("broker %s from %s serving at %s", slot, source, broker.address)
             return broker
@@ -306,9 +309,15 @@ def _new_broker(
 
 
 def _slot_of(broker: BrokerServer) -> BrokerSlot:
-    """RocketMQ's identity: a DLedger broker is numbered by its `dLegerSelfId` (`n0` -> 0)."""
+    """RocketMQ's identity: a DLedger broker is numbered by its `dLegerSelfId` (`n0` -> 0); a
+    controller-mode broker by the id its controller gave it, and until it has one (its file
+    says `brokerId=-1`, or nothing) by its listen port, negated: no two brokers of a container
+    share a port."""
     config = broker.config
     broker_id = config.broker_id
+    if config.enable_controller_mode:
+        joined = broker.controlled.broker_id if broker.controlled is not None else 0
+        broker_id = joined or -config.listen_port
     settings = broker.dledger_settings
     if settings is not None:
         numbered = _TRAILING_NUMBER.search(settings.self_id)

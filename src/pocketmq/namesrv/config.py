@@ -6,7 +6,7 @@
 
 GET answers the settings pocketmq has, under RocketMQ's key names, plus a few of RocketMQ's keys
 whose value here is a fixed fact (`FIXED_FACTS`: pocketmq has no cluster-test mode, no acting
-masters, no embedded controller...). `listenPort` is the port actually bound (a configured 0
+masters...). `listenPort` is the port actually bound (a configured 0
 picks one). Left out, because pocketmq has no such thing: Netty and thread-pool tuning
 (`serverWorkerThreads`, `clientRequestThreadPoolNums`, ...), `rocketmqHome`, `productEnvName`,
 and `configStorePath` (updates are not written to any file; they last until the process ends).
@@ -66,6 +66,9 @@ class NamesrvConfig:
     delete_topic_with_broker_registration: bool = key("deleteTopicWithBrokerRegistration", False)
     # RocketMQ keeps this under the user's home; here it is opt-in (`pocketmq up` sets it).
     kv_config_path: str = key("kvConfigPath", "")
+    # The controller of controller mode in this process, configured by the same file
+    # (`pocketmq namesrv` starts it; RocketMQ's key).
+    enable_controller_in_namesrv: bool = key("enableControllerInNamesrv", False)
 
 
 CONFIG_BLACK_LIST: Final = "configBlackList;configStorePath;kvConfigPath"
@@ -87,7 +90,6 @@ FIXED_FACTS: Final = {
     "clusterTest": "false",
     "supportActingMaster": "false",
     "notifyMinBrokerIdChanged": "false",
-    "enableControllerInNamesrv": "false",
     "needWaitForService": "false",
     "configBlackList": CONFIG_BLACK_LIST,
 }
