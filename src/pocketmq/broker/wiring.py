@@ -18,6 +18,7 @@ from pocketmq.broker.admin_stats import AdminStatsHandlers
 from pocketmq.broker.client_handlers import ClientHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controlled.handlers import controlled_routes
 from pocketmq.broker.controlled.replica import ControlledReplica
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.dledger.handlers import dledger_routes
@@ -224,7 +225,7 @@ class BrokerWiring:
         if isinstance(replica, DLedgerReplica):
             return dledger_routes(replica)
         if isinstance(replica, ControlledReplica):
-            return replica.routes()
+            return controlled_routes(replica)
         return {RequestCode.GET_BROKER_HA_STATUS: replica.handle_status}
 
     def _learn_replicated_topic(self, request: DispatchRequest) -> None:

@@ -21,12 +21,12 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.controlled.client import ControllerClient, ControllerUnavailable
+from pocketmq.broker.controlled.identity import ReplicaInfo, take_broker_id
 from pocketmq.broker.controlled.sync_state import SyncStateSet
 from pocketmq.broker.ha.epochs import FILE_NAME, EpochFile
 from pocketmq.broker.ha.master import HAMaster
@@ -36,7 +36,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.ha_qos import Qos, QosError, parse_qos
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
-from pocketmq.remoting.transport import Channel, RemotingClient, RequestHandler
+from pocketmq.remoting.transport import RemotingClient
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.runtime.json_file import JsonFile
@@ -49,33 +49,6 @@ RoleHook = Callable[[], Awaitable[None]]
 LEASE_SHARE = 0.8
 """Of the heartbeat timeout: a master fences itself this long after the last heartbeat a
 controller majority took, before any controller can have judged it dead."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaInfo:
-    """The controller's word on a group: who is master since which epoch, who is in sync."""
-
-    master_id: int | None
-    master_address: str
-    master_epoch: int
-    sync_state_set: frozenset[int]
-    sync_state_set_epoch: int
-
-    @classmethod
-    def from_response(cls, response: RemotingCommand) -> ReplicaInfo:
-        fields = response.ext_fields
-        raw_id = fields.get("masterBrokerId", "")
-        master_id = int(raw_id) if raw_id not in ("", "-1") else None
-        body = json.loads(response.body) if response.body else {}
-        return cls(
-            master_id=master_id,
-            master_address=fields.get("masterAddress", "") if master_id is not None else "",
-            master_epoch=int(fields.get("masterEpoch") or 0),
-            sync_state_set=frozenset(int(i) for i in body.get("syncStateSet", [])),
-            sync_state_set_epoch=int(
-                body.get("syncStateSetEpoch", fields.get("syncStateSetEpoch") or 0)
-            ),
-        )
 
 
 class ControlledReplica:
@@ -190,45 +163,14 @@ class ControlledReplica:
         await self.apply(info)
 
     async def _take_broker_id(self) -> int:
-        """This broker's id: from `brokerIdentity`, else applied for (the check code names
-        this broker, so applying again after a crash gets the same id)."""
-        document = self._identity.load() or {}
-        if document.get("brokerName") == self.config.broker_name and document.get("done"):
-            return int(document["brokerId"])
-        cluster, name = self.config.broker_cluster_name, self.config.broker_name
-        broker_id = int(document.get("brokerId", 0))
-        code = str(document.get("registerCheckCode", ""))
-        if not broker_id:
-            response = await self.controllers.invoke(
-                RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
-                {"clusterName": cluster, "brokerName": name},
-            )
-            broker_id = int(response.ext_fields.get("nextBrokerId") or 0)
-            if response.code != ResponseCode.SUCCESS or broker_id < 1:
-                raise ControllerUnavailable(f"no broker id: {response.code} {response.remark}")
-            code = f"{self.broker_address};{self.clock.now_ms()}"
-            document = {"clusterName": cluster, "brokerName": name, "brokerId": broker_id,
-                        "registerCheckCode": code, "done": False}  # fmt: skip
-            await asyncio.to_thread(self._identity.save, document)
-        response = await self.controllers.invoke(
-            RequestCode.CONTROLLER_APPLY_BROKER_ID,
-            {
-                "clusterName": cluster,
-                "brokerName": name,
-                "appliedBrokerId": str(broker_id),
-                "registerCheckCode": code,
-            },
+        return await take_broker_id(
+            self.controllers,
+            self._identity,
+            cluster=self.config.broker_cluster_name,
+            name=self.config.broker_name,
+            address=self.broker_address,
+            now_ms=self.clock.now_ms,
         )
-        if response.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
-            # Taken by another broker meanwhile: start over with the next free id.
-            await asyncio.to_thread(self._identity.save, {"brokerName": name})
-            raise ControllerUnavailable(f"broker id {broker_id} was taken: {response.remark}")
-        if response.code != ResponseCode.SUCCESS:
-            raise ControllerUnavailable(f"broker id refused: {response.code} {response.remark}")
-        await asyncio.to_thread(self._identity.save, {**document, "done": True})
-        log.info("broker %s of %s has controller broker id %d", self.broker_address, name,
-                 broker_id)  # fmt: skip
-        return broker_id
 
     async def _elect(self) -> ReplicaInfo | None:
         """Asks for an election (the group has no master); the answer when it names one."""
@@ -542,42 +484,17 @@ class ControlledReplica:
             if response.code == ResponseCode.SUCCESS:
                 await self.apply(ReplicaInfo.from_response(response))
 
-    # -- requests this broker answers -----------------------------------------------------------
-    def routes(self) -> dict[int, RequestHandler]:
-        return {
-            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self._on_role_changed,
-            RequestCode.GET_BROKER_EPOCH_CACHE: self._on_epoch_cache,
-            RequestCode.GET_BROKER_HA_STATUS: self._on_status,
-        }
-
-    async def _on_role_changed(
-        self, request: RemotingCommand, channel: Channel
-    ) -> RemotingCommand | None:
-        try:
-            info = ReplicaInfo.from_response(request)
-        except (ValueError, TypeError) as exc:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        log.info("the controller announces master %s (%s) in epoch %d", info.master_id,
-                 info.master_address, info.master_epoch)  # fmt: skip
-        await self.apply(info)
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
-
-    async def _on_epoch_cache(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
+    # -- status ----------------------------------------------------------------------------------
+    def epoch_cache(self) -> dict[str, Any]:
+        """RocketMQ's `EpochEntryCache` (GET_BROKER_EPOCH_CACHE)."""
         head = self.store.max_phy_offset
-        body = {
+        return {
             "brokerId": self.registered_id,
             "brokerName": self.config.broker_name,
             "clusterName": self.config.broker_cluster_name,
             "epochList": self.epochs.to_wire(head),
             "maxOffset": head,
         }
-        return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode()
-        )
-
-    async def _on_status(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        body = json.dumps(self.status(), separators=(",", ":")).encode()
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     def status(self) -> dict[str, Any]:
         """`HARuntimeInfo`, plus the controller's view: epoch, SyncStateSet, HA address."""
