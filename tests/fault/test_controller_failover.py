@@ -21,7 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-from pocketmq.common.message_id import decode_offset_msg_id
 from pocketmq.testing import wait_until
 from tests.integration.controlled import ControlledCluster, running_cluster
 from tests.integration.dledger import SendLoad
@@ -32,39 +31,6 @@ TOPIC = "ControlledFailover"
 ROUNDS = int(os.environ.get("POCKETMQ_CONTROLLER_ROUNDS", "20"))
 CHECKER_GROUP = "offset-checker"
 _MASTER_LINE = re.compile(r"master of broker-a in epoch (\d+) from CommitLog offset (\d+)")
-
-
-class ReceiptLoad(SendLoad):
-    """`SendLoad` that also keeps each receipt's store host and CommitLog offset."""
-
-    def __init__(self, namesrv: str, topic: str) -> None:
-        super().__init__(namesrv, topic)
-        self.stored: list[tuple[str, int, bytes]] = []
-
-    def run(self) -> None:
-        from pocketmq.client import Message, Producer, RocketMQError, SendStatus
-
-        with Producer("load-producer", namesrv=self.namesrv, send_timeout_s=5) as producer:
-            sequence = 0
-            while not self.stop.is_set():
-                body = f"m-{sequence}".encode()
-                sequence += 1
-                try:
-                    result = producer.send(Message(self.topic, body))
-                except RocketMQError as exc:
-                    with self.lock:
-                        self.failures.append(str(exc))
-                    continue
-                if result.status is not SendStatus.SEND_OK:
-                    with self.lock:
-                        self.failures.append(result.status.value)
-                    continue
-                (host, port), offset = decode_offset_msg_id(result.offset_msg_id)
-                with self.lock:
-                    self.acked.append(
-                        (result.queue.queue_id, result.queue_offset, body, time.monotonic())
-                    )
-                    self.stored.append((f"{host}:{port}", offset, body))
 
 
 def _masters_by_epoch(cluster: ControlledCluster) -> dict[int, str]:
@@ -80,21 +46,6 @@ def _masters_by_epoch(cluster: ControlledCluster) -> dict[int, str]:
     return masters
 
 
-def _read_all(cluster: ControlledCluster, broker: str) -> dict[bytes, int]:
-    address = cluster.brokers[broker].address
-    seen: dict[bytes, int] = {}
-    for queue_id in range(8):
-        high = cluster.admin.max_offset(address, TOPIC, queue_id)
-        offset = 0
-        while offset < high:
-            batch = cluster.admin.pull(address, TOPIC, queue_id, offset, 32)
-            assert batch.messages, f"queue {queue_id} has a hole at {offset}"
-            for message in batch.messages:
-                seen[message.body] = seen.get(message.body, 0) + 1
-            offset += len(batch.messages)
-    return seen
-
-
 def _leader_controller(cluster: ControlledCluster) -> str | None:
     for node in cluster.controllers.values():
         if node.process is None:
@@ -106,7 +57,7 @@ def _leader_controller(cluster: ControlledCluster) -> str | None:
     return None
 
 
-def failover_round(cluster: ControlledCluster, load: ReceiptLoad, round_no: int) -> float:
+def failover_round(cluster: ControlledCluster, load: SendLoad, round_no: int) -> float:
     master = cluster.wait_master()
     cluster.wait_in_sync(3, timeout_s=30)
     time.sleep(random.uniform(0.2, 1.5))  # the fault's moment: random, by design
@@ -140,7 +91,7 @@ def test_no_acknowledged_message_or_offset_is_lost_and_no_epoch_has_two_masters(
 ) -> None:
     with running_cluster(tmp_path) as cluster:
         cluster.wait_in_sync(3)
-        load = ReceiptLoad(cluster.namesrv_addr, TOPIC)
+        load = SendLoad(cluster.namesrv_addr, TOPIC)
         sender = threading.Thread(target=load.run, daemon=True)
         sender.start()
         failovers: list[float] = []
@@ -159,7 +110,7 @@ def test_no_acknowledged_message_or_offset_is_lost_and_no_epoch_has_two_masters(
         copies = {b.name: cluster.commit_log_bytes(b.name, end) for b in cluster.brokers.values()}
         assert len(set(copies.values())) == 1, "the brokers' CommitLogs differ"
 
-        stored = _read_all(cluster, final)
+        stored = cluster.bodies(final, TOPIC)
         lost = [body for _, _, body, _ in load.acked if body not in stored]
         assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
 

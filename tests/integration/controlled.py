@@ -47,7 +47,7 @@ class Node:
 
 
 class ControlledCluster:
-    def __init__(self, root: Path, brokers: int = 3, **extra: str) -> None:
+    def __init__(self, root: Path, brokers: int = 3, extra: dict[str, str] | None = None) -> None:
         self.root = root
         self.namesrv = start_server_process(["namesrv", "--port", "0"], root / "namesrv.log")
         self.controllers = {
@@ -61,7 +61,7 @@ class ControlledCluster:
             "flushDiskType": "SYNC_FLUSH",
             "allAckInSyncStateSet": "true",
             **FAST,
-            **extra,
+            **(extra or {}),
         }
         self.controller_extra: dict[str, str] = {"scanNotActiveBrokerInterval": "200"}
         self.in_namesrv = False
@@ -220,6 +220,21 @@ class ControlledCluster:
             time.sleep(0.1)
         raise AssertionError(f"brokers did not converge within {timeout_s} s: {ends}")
 
+    def bodies(self, broker: str, topic: str) -> dict[bytes, int]:
+        """Every message body of `topic` in the broker's queues, with how often it is there."""
+        address = self.brokers[broker].address
+        seen: dict[bytes, int] = {}
+        for queue_id in range(8):
+            high = self.admin.max_offset(address, topic, queue_id)
+            offset = 0
+            while offset < high:
+                batch = self.admin.pull(address, topic, queue_id, offset, 32)
+                assert batch.messages, f"{topic} queue {queue_id} has a hole at {offset}"
+                for message in batch.messages:
+                    seen[message.body] = seen.get(message.body, 0) + 1
+                offset += len(batch.messages)
+        return seen
+
     def commit_log_bytes(self, name: str, end: int) -> bytes:
         files = sorted((self.brokers[name].data_dir / "commitlog").iterdir())
         return b"".join(path.read_bytes() for path in files)[:end]
@@ -242,7 +257,7 @@ def sync_state_body(body: bytes) -> dict[str, Any]:
 def running_cluster(
     root: Path, *, in_namesrv: bool = False, **extra: str
 ) -> Iterator[ControlledCluster]:
-    cluster = ControlledCluster(root, **extra)
+    cluster = ControlledCluster(root, extra=extra)
     cluster.in_namesrv = in_namesrv
     try:
         cluster.start_all()

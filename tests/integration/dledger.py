@@ -16,6 +16,7 @@ from typing import Any
 
 from pocketmq.client import Admin, Message, Producer, RocketMQError, SendStatus
 from pocketmq.client.admin import AdminError
+from pocketmq.common.message_id import decode_offset_msg_id
 from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
 
 BROKER_NAME = "broker-a"
@@ -213,6 +214,8 @@ class SendLoad:
     namesrv: str
     topic: str
     acked: list[tuple[int, int, bytes, float]] = field(default_factory=list)
+    stored: list[tuple[str, int, bytes]] = field(default_factory=list)
+    """Each acknowledged message's store host and CommitLog offset (from its offset id)."""
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -234,10 +237,12 @@ class SendLoad:
                     with self.lock:
                         self.failures.append(result.status.value)
                     continue
+                (host, port), offset = decode_offset_msg_id(result.offset_msg_id)
                 with self.lock:
                     self.acked.append(
                         (result.queue.queue_id, result.queue_offset, body, time.monotonic())
                     )
+                    self.stored.append((f"{host}:{port}", offset, body))
 
     def last_ack_before(self, moment: float) -> float:
         with self.lock:

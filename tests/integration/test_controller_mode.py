@@ -29,21 +29,6 @@ from tests.integration.dledger import SendLoad, raw_send_header
 TOPIC = "ControlledTopic"
 
 
-def _all_bodies(cluster: ControlledCluster, broker: str, topic: str) -> set[bytes]:
-    """Every message body of `topic` the broker's queues hold."""
-    address = cluster.brokers[broker].address
-    bodies: set[bytes] = set()
-    for queue_id in range(8):
-        high = cluster.admin.max_offset(address, topic, queue_id)
-        offset = 0
-        while offset < high:
-            batch = cluster.admin.pull(address, topic, queue_id, offset, 32)
-            assert batch.messages, f"queue {queue_id} has a hole at {offset} on {broker}"
-            bodies.update(m.body for m in batch.messages)
-            offset += len(batch.messages)
-    return bodies
-
-
 def _assert_identical(cluster: ControlledCluster) -> int:
     end = cluster.wait_same_end(30)
     copies = {b.name: cluster.commit_log_bytes(b.name, end) for b in cluster.running_brokers()}
@@ -135,7 +120,7 @@ def test_a_killed_master_is_replaced_without_losing_an_acknowledged_message(
         final = cluster.wait_master()
         cluster.wait_in_sync(3)
         _assert_identical(cluster)
-        stored = _all_bodies(cluster, final, TOPIC)
+        stored = cluster.bodies(final, TOPIC)
         lost = [body for _, _, body, _ in load.acked if body not in stored]
         assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
         assert len(failovers) == rounds
@@ -187,7 +172,7 @@ def test_a_replaced_master_is_cut_back_to_what_the_new_master_holds(tmp_path: Pa
         log = cluster.brokers[old].process.log()  # type: ignore[union-attr]
         assert "cutting the CommitLog back from" in log, log
         assert f" to {agreed}," in log, log
-        bodies = _all_bodies(cluster, old, TOPIC)
+        bodies = cluster.bodies(old, TOPIC)
         assert b"orphan-body" not in bodies
         assert {f"kept-{i}".encode() for i in range(20)} <= bodies
         assert {f"new-{i}".encode() for i in range(10)} <= bodies
@@ -231,7 +216,7 @@ def test_a_master_cut_off_from_the_controllers_acknowledges_nothing_once_replace
             time.sleep(0.05)
         cluster.wait_in_sync(3)
         _assert_identical(cluster)
-        assert b"stale-body" not in _all_bodies(cluster, new, TOPIC)
+        assert b"stale-body" not in cluster.bodies(new, TOPIC)
 
 
 def test_losing_the_controller_leader_changes_nothing_for_the_brokers(tmp_path: Path) -> None:

@@ -76,7 +76,9 @@ class ControllerServer:
         self.replicas = ReplicasInfo()
         self.live = LiveBrokers(self.clock.now_ms)
         self.live.on_dead.append(lambda broker: self._scan_now.set())
-        self.settings_handlers = ControllerSettingsHandlers(config)
+        self.settings_handlers = ControllerSettingsHandlers(
+            config, lambda: int(self.peers[config.self_id].rpartition(":")[2])
+        )
         self.node: RaftNode[None] = RaftNode(
             config.node_settings(), ControllerStateMachine(self.replicas), self.routes()
         )

@@ -10,6 +10,7 @@ does not convert (INVALID_PARAMETER). A refused update changes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -41,16 +42,21 @@ LIVE_KEYS: Final = frozenset(
 """Read on every use, so an update takes effect at once."""
 
 
-def controller_settings(config: ControllerConfig) -> dict[str, str]:
+def controller_settings(config: ControllerConfig, served_port: int = 0) -> dict[str, str]:
+    """The settings as `key=value`; `listenPort` is the port served on (RocketMQ's controller
+    reports its DLedger peer port there) when the file set none."""
     settings = config_to_properties(config)
+    if not config.listen_port and served_port:
+        settings["listenPort"] = str(served_port)
     settings["controllerType"] = "DLedger"
     settings["configBlackList"] = CONFIG_BLACK_LIST
     return dict(sorted(settings.items()))
 
 
 class ControllerSettingsHandlers:
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, served_port: Callable[[], int]) -> None:
         self.config = config
+        self._served_port = served_port
 
     def routes(self) -> dict[int, RequestHandler]:
         return {
@@ -59,7 +65,7 @@ class ControllerSettingsHandlers:
         }
 
     async def get_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:
-        body = format_properties(controller_settings(self.config)).encode()
+        body = format_properties(controller_settings(self.config, self._served_port())).encode()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
     async def update_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:

@@ -365,6 +365,8 @@ class RaftNode(Generic[ResultT]):
                 )
             except (RemotingError, OSError) as exc:
                 log.debug("raft messages to %s lost: %s", address, exc)
+            except Exception:  # a dead sender would cut this node off from the peer for good
+                log.exception("raft messages to %s lost on an unexpected error", address)
 
     # -- handlers ------------------------------------------------------------------------------
     async def _on_messages(

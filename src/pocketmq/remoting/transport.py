@@ -144,7 +144,12 @@ class Channel:
 
     async def _write(self, data: bytes) -> None:
         self.last_active = time.monotonic()
-        self._writer.write(data)
+        try:
+            self._writer.write(data)
+        except RuntimeError as exc:
+            # uvloop refuses a write to a transport that closed under us (the peer went away
+            # between our check and the write): the same as a closed channel to the caller.
+            raise ChannelClosedError(f"channel to {self.remote_address} is closed: {exc}") from exc
         transport = self._writer.transport
         if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
             await self._writer.drain()
