@@ -114,6 +114,9 @@ def start_server_process(
     if not ready.wait(timeout_s) or not found:
         process.kill()
         process.wait(timeout=30)
+        reader.join(timeout=10)
+        if process.stdout is not None and not reader.is_alive():
+            process.stdout.close()
         raise RuntimeError(
             f"pocketmq {' '.join(args)} did not get ready within {timeout_s} s "
             f"(exit code {process.returncode}); its log:\n{log_path.read_text(errors='replace')}"

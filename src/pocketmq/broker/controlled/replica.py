@@ -91,8 +91,9 @@ class ControlledReplica:
         self.role_changes = 0
         self._lease_ms = 0
         self._replaced_in = 0
-        self.qos = Qos.AVAILABILITY
         """A master epoch a controller named that is newer than this broker's."""
+        self.qos = Qos.AVAILABILITY
+        """The group's QoS level, as the controllers' heartbeat answers say."""
         self._role_lock = asyncio.Lock()
         self._wake_sync = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -124,7 +125,8 @@ class ControlledReplica:
             await self._join()
         except ControllerUnavailable as exc:
             log.warning("no controller leader yet (%s); this broker keeps trying", exc)
-        self._tasks = [
+        # Added to, not replaced: joining may have started the master's SyncStateSet check.
+        self._tasks += [
             loop.create_task(self._heartbeats(), name="controller-heartbeat"),
             loop.create_task(self._sync_replica_info(), name="controller-sync"),
         ]
