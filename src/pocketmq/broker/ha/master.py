@@ -39,6 +39,7 @@ from pocketmq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
+NO_LONGER_MASTER = "this broker is no longer master: send again"
 
 
 @dataclass(eq=False)
@@ -149,24 +150,23 @@ class HAMaster:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
     async def _settle_by_rule(self, result: PutResult, rule: WriteRule) -> None:
-        refusal = "this broker is no longer master: send again" if self.stopped else rule.refusal()
-        if refusal is not None:
-            result.status = PutStatus.SLAVE_NOT_AVAILABLE
-            result.remark = refusal
-            return
         end = result.end_offset
-        if not await self.wait_acknowledged(end, self.settings.sync_timeout_s):
-            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-            if self.stopped:
-                result.remark = "this broker is no longer master: send again"
-            return
-        # Fenced while it waited (a new master was elected): not acknowledged after all.
-        refusal = "this broker is no longer master: send again" if self.stopped else rule.refusal()
+        refusal = self._refusal(rule)
+        if refusal is None:
+            if not await self.wait_acknowledged(end, self.settings.sync_timeout_s):
+                result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+                if self.stopped:
+                    result.remark = NO_LONGER_MASTER
+                return
+            refusal = self._refusal(rule)  # fenced while it waited: not acknowledged after all
         if refusal is not None:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             result.remark = refusal
             return
         result.replicas = 1 + self.replicas_at(end)
+
+    def _refusal(self, rule: WriteRule) -> str | None:
+        return NO_LONGER_MASTER if self.stopped else rule.refusal()
 
     def acked_through(self) -> int:
         """Up to where puts are acknowledged: by the rule, else by the best slave."""
