@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # `make run` needs only the package itself; the test and Spark extras (and Java) are for `make test`.
 RUN_STAMP := $(VENV)/.installed-run
+# The proxy's gRPC stubs are generated from these when the package is installed (setup.py).
+PROTOS := $(wildcard src/pocketmq/proxy/protos/apache/rocketmq/v2/*.proto)
 
 .PHONY: run test test-all check fmt lint bench bench-peers clean java
 
@@ -12,12 +14,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS)
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP) $(RUN_STAMP)
 
 # The full install is a superset, so after `make test` this one has nothing to do.
-$(RUN_STAMP): $(BIN)/python pyproject.toml
+$(RUN_STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS)
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUN_STAMP)
 

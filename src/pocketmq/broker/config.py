@@ -81,6 +81,9 @@ class BrokerConfig:
     broker_heartbeat_interval_ms: int = key("brokerHeartbeatInterval", 1_000, minimum=10)
     broker_election_priority: int = key("brokerElectionPriority", 2**31 - 1, "brokerElectPriority")
     recall_message_enable: bool = key("recallMessageEnable", False)
+    # POP consumption (`broker/pop/`): the revive log's queues and the retry topics' names.
+    revive_queue_num: int = key("reviveQueueNum", 8, minimum=1)
+    enable_retry_topic_v2: bool = key("enableRetryTopicV2", False)
     allow_recall_when_broker_not_writeable: bool = key("allowRecallWhenBrokerNotWriteable", True)
 
     def controller_addresses(self) -> list[str]:

@@ -1,5 +1,5 @@
-"""What only a group's master runs: delayed delivery, the timer store and the transaction
-check-back. A slave gets their results by replication.
+"""What only a group's master runs: delayed delivery, the timer store, the transaction
+check-back and POP's checkpoints and revive. A slave gets their results by replication.
 
 A fixed master starts them once; a DLedger replica starts them on becoming master and stops
 them when it steps down (they resume from the positions replicated to every replica).
@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from pocketmq.broker.delay_delivery import DelayDelivery
+from pocketmq.broker.pop.service import PopService
 from pocketmq.broker.transaction.check_service import TransactionCheckService
 from pocketmq.store.timer import TimerHandover, TimerMessageStore
 
@@ -24,8 +25,10 @@ class MasterServices:
         delay_delivery: DelayDelivery,
         timer_store: TimerMessageStore | None,
         transaction_checks: Callable[[], TransactionCheckService],
+        pop: PopService | None = None,
     ) -> None:
         self.delay_delivery = delay_delivery
+        self.pop = pop
         self.timer_store = timer_store
         self.timer_handover: Callable[[], TimerHandover | None] | None = None
         """In a replicated group: where the last master's timer store was; the timer store
@@ -51,6 +54,8 @@ class MasterServices:
             self.timer_store.start()
         self.transaction_checks = self._make_checks()
         self.transaction_checks.start()
+        if self.pop is not None:
+            await self.pop.start()
 
     async def close(self) -> None:
         """The broker stops: stops what runs, saves the delay offsets, closes the timer
@@ -72,3 +77,5 @@ class MasterServices:
         if self.transaction_checks is not None:
             await self.transaction_checks.stop()
             self.transaction_checks = None
+        if self.pop is not None:
+            await self.pop.stop()

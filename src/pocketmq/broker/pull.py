@@ -304,10 +304,10 @@ class PullHandler:
             self._offsets.advance(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
-        return await self._pull(request, header, _Filter.of(subscription))
+        return await self._pull(request, header, MessageFilter.of(subscription))
 
     async def _pull(
-        self, request: RemotingCommand, header: PullHeader, selection: _Filter
+        self, request: RemotingCommand, header: PullHeader, selection: MessageFilter
     ) -> RemotingCommand:
         offset = header.queue_offset
         result = self._read(header, offset, selection)
@@ -349,7 +349,7 @@ class PullHandler:
         )
         return self._response(request, code, result)
 
-    def _read(self, header: PullHeader, offset: int, selection: _Filter) -> GetResult:
+    def _read(self, header: PullHeader, offset: int, selection: MessageFilter) -> GetResult:
         max_bytes = self._settings.transfer_bytes_max
         if header.max_msg_bytes is not None:
             max_bytes = max(1, min(max_bytes, header.max_msg_bytes))
@@ -392,14 +392,14 @@ def _peer(channel: Channel | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Filter:
+class MessageFilter:
     """What a pull keeps: tag hashes from the ConsumeQueue, then SQL92 on each record."""
 
     tag_codes: frozenset[int] | None = None
     record_filter: Callable[[ReadableBuffer], bool] | None = None
 
     @classmethod
-    def of(cls, subscription: SubscriptionData | None) -> _Filter:
+    def of(cls, subscription: SubscriptionData | None) -> MessageFilter:
         if subscription is None:
             return cls()
         sql = subscription.property_filter

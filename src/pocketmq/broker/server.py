@@ -244,6 +244,7 @@ class BrokerServer:
             delayed.delay_delivery,
             delayed.timer_store,
             lambda: wiring.transaction_check_service(store),
+            wiring.pop,
         )
         server.handlers.update(wiring.routes())
         server.on_channel_closed.append(wiring.client_handlers.channel_closed)

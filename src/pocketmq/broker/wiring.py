@@ -30,6 +30,8 @@ from pocketmq.broker.long_polling import PullHoldService
 from pocketmq.broker.offset_handlers import OffsetHandlers
 from pocketmq.broker.offset_reset import OffsetResetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.pop.handlers import PopArrivals, PopHandlers
+from pocketmq.broker.pop.service import PopService, PopSettings
 from pocketmq.broker.pull import PullHandler, PullSettings
 from pocketmq.broker.put_path import PutPath, PutSettings, StoreWriter
 from pocketmq.broker.queue_locks import QueueLockHandlers, QueueLockTable
@@ -172,6 +174,22 @@ class BrokerWiring:
             settings=PullSettings.from_config(config, store_config),
             registered_subscription=clients.subscription,
         )
+        self.pop_arrivals = PopArrivals()
+        store.dispatcher.on_dispatched.append(self.pop_arrivals.on_dispatched)
+        self.pop = PopService(
+            store,
+            put_path,
+            topics,
+            offsets,
+            clock,
+            PopSettings(
+                cluster_name=config.broker_cluster_name,
+                broker_name=config.broker_name,
+                revive_queue_num=config.revive_queue_num,
+                retry_topic_v2=config.enable_retry_topic_v2,
+            ),
+            topics_changed,
+        )
         self.admin_stats = AdminStatsHandlers(store, topics, offsets, clock, config, store_config)
         self.client_handlers = ClientHandlers(
             clients,
@@ -195,6 +213,12 @@ class BrokerWiring:
         return {
             **self._put_path_routes(store),
             RequestCode.PULL_MESSAGE: self.pull.handle,
+            **PopHandlers(
+                self.pop,
+                self.pop_arrivals,
+                self._find_group,
+                lambda: self.config.broker_permission,
+            ).routes(),
             **OffsetHandlers(
                 store, self.offsets, self.topics, persist=self._persist_offsets_now
             ).routes(),

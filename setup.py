@@ -1,0 +1,62 @@
+"""pocketmq's build: setuptools, plus the proxy's gRPC stubs generated from the protos it
+ships (`src/pocketmq/proxy/protos`, apache/rocketmq-apis), for wheels and editable installs
+alike. The stubs are not kept in the repository."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).parent
+PROTOS = HERE / "src" / "pocketmq" / "proxy" / "protos"
+STUBS = HERE / "src" / "pocketmq" / "proxy" / "grpc_v2"
+PROTO_PACKAGE = "apache/rocketmq/v2"
+
+
+def generate_stubs() -> None:
+    """Runs protoc (grpcio-tools) over the protos into `pocketmq.proxy.grpc_v2`, with the
+    generated imports pointed at that package."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    sources = sorted(str(p) for p in (PROTOS / PROTO_PACKAGE).glob("*.proto"))
+    with tempfile.TemporaryDirectory() as out:
+        code = protoc.main(
+            [
+                "grpc_tools.protoc",
+                f"-I{PROTOS}",
+                f"-I{well_known}",
+                f"--python_out={out}",
+                f"--pyi_out={out}",
+                f"--grpc_python_out={out}",
+                *sources,
+            ]
+        )
+        if code != 0:
+            raise SystemExit(f"protoc failed ({code}) on {sources}")
+        STUBS.mkdir(exist_ok=True)
+        for generated in sorted((Path(out) / PROTO_PACKAGE).iterdir()):
+            text = re.sub(
+                r"^from apache\.rocketmq\.v2 import",
+                "from pocketmq.proxy.grpc_v2 import",
+                generated.read_text(),
+                flags=re.MULTILINE,
+            )
+            (STUBS / generated.name).write_text(text)
+    (STUBS / "__init__.py").write_text(
+        '"""gRPC stubs of apache.rocketmq.v2, generated at build time (see setup.py)."""\n'
+    )
+
+
+class BuildWithStubs(build_py):
+    def run(self) -> None:
+        generate_stubs()
+        super().run()
+
+
+setup(cmdclass={"build_py": BuildWithStubs})
