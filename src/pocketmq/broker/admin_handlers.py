@@ -25,6 +25,7 @@ from pocketmq.broker.headers import (
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.topic_attributes import apply_attributes
 from pocketmq.common.topic_names import TopicError, is_system_topic
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RequestHandler
@@ -57,6 +58,8 @@ class CreateTopicHeader:
     topic_filter_type: TopicFilterType
     topic_sys_flag: int
     order: bool
+    attributes: str = ""
+    """`+key=value,-key` changes of the topic's attributes."""
 
     @classmethod
     def decode(cls, ext_fields: Mapping[str, str]) -> CreateTopicHeader:
@@ -77,10 +80,19 @@ class CreateTopicHeader:
             filter_type,
             _int_field(ext_fields, "topicSysFlag", "0"),
             optional_bool(ext_fields, "order") or False,
+            ext_fields.get("attributes") or "",
         )
 
-    def topic_config(self) -> TopicConfig:
-        """The config asked for, not yet validated (`TopicTable.update` does that)."""
+    def topic_config(self, current: TopicConfig | None = None) -> TopicConfig:
+        """The config asked for, not yet validated (`TopicTable.update` does that); its
+        attributes are `current`'s changed as the header says.
+
+        Raises:
+            TopicAttributeError: attribute text that does not parse or is unknown.
+        """
+        attributes = apply_attributes(
+            current.attributes if current is not None else {}, self.attributes
+        )
         return TopicConfig(
             topic_name=self.topic,
             read_queue_nums=self.read_queue_nums,
@@ -89,6 +101,7 @@ class CreateTopicHeader:
             topic_filter_type=self.topic_filter_type,
             topic_sys_flag=self.topic_sys_flag,
             order=self.order,
+            attributes=attributes,
         )
 
 
@@ -157,7 +170,8 @@ class AdminHandlers:
                 f"The topic[{header.topic}] is conflict with system topic.",
             )
         try:
-            self._topics.update(header.topic_config(), self._clock.now_ms())
+            config = header.topic_config(self._topics.get(header.topic))
+            self._topics.update(config, self._clock.now_ms())
         except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         self._on_topics_changed()

@@ -181,25 +181,11 @@ class OffsetHandlers:
                 ResponseCode.QUERY_NOT_FOUND,
                 "Not found, do not set to zero, maybe this group boot first",
             )
-        if self._first_message_in_memory(topic, queue_id):
+        if first_message_in_memory(self._store, topic, queue_id):
             return _offset_response(request, 0)
         return error_response(
             request, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
         )
-
-    def _first_message_in_memory(self, topic: str, queue_id: int) -> bool:
-        """Whether the queue starts at 0 and reading it from 0 stays in memory.
-
-        Reads entry 0 the way a pull would: the store's `suggest_slave` is RocketMQ's
-        "far behind the head, in disk" test (`checkInDiskByConsumeOffset`). An empty or
-        missing queue counts as in memory (RocketMQ 4.x: a new group starts at 0).
-        """
-        if self._store.get_min_offset_in_queue(topic, queue_id) > 0:
-            return False
-        result = self._store.get_message(topic, queue_id, 0, 1)
-        if result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
-            return True
-        return result.status is GetStatus.FOUND and not result.suggest_slave
 
     @answers_header_errors()
     async def update_consumer_offset(
@@ -301,3 +287,19 @@ def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:
     return RemotingCommand.response_to(
         request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)}
     )
+
+
+def first_message_in_memory(store: MessageStore, topic: str, queue_id: int) -> bool:
+    """Whether the queue starts at 0 and reading it from 0 stays in memory: where a new group
+    starts at 0 rather than at the end (RocketMQ's "offset 0" rule, also for a new POP group).
+
+    Reads entry 0 the way a pull would: the store's `suggest_slave` is RocketMQ's
+    "far behind the head, in disk" test (`checkInDiskByConsumeOffset`). An empty or
+    missing queue counts as in memory (RocketMQ 4.x: a new group starts at 0).
+    """
+    if store.get_min_offset_in_queue(topic, queue_id) > 0:
+        return False
+    result = store.get_message(topic, queue_id, 0, 1)
+    if result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return True
+    return result.status is GetStatus.FOUND and not result.suggest_slave

@@ -197,6 +197,8 @@ class SendHandler:
         self.broker_permission = broker_permission
         self.find_group = find_group
         self._rng = rng or random.Random()
+        self.topic_registered: Callable[[], Awaitable[None]] | None = None
+        """Waits until the NameServers know the broker's topics (after an auto-creation)."""
 
     async def handle(self, request: RemotingCommand, channel: PeerChannel) -> RemotingCommand:
         """Answers one send request; a `RequestHandler` for codes 10, 310 and 320.
@@ -211,6 +213,7 @@ class SendHandler:
         """
         try:
             header = decode_send_header(request)
+            new_topic = header.topic not in self.topics.topics
             topic_config = self._check(header, channel.remote_address)
             queue_id = header.queue_id
             if queue_id < 0:
@@ -227,6 +230,10 @@ class SendHandler:
             return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         except PutRefusal as exc:
             return self._answer(request, exc.code, exc.remark)
+        if new_topic and self.topic_registered is not None:
+            # As RocketMQ: a topic created by a send is known to the NameServers by the time
+            # the send is answered, so the producer's next route lookup finds it.
+            await self.topic_registered()
         return self._answer_put(request, put, queue_id, header)
 
     # -- checks (`AbstractSendMessageProcessor.msgCheck`) ----------------------------------

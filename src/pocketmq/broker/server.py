@@ -274,6 +274,7 @@ class BrokerServer:
             period_ms=self.config.register_name_server_period_ms,
             timeout_ms=self.config.register_broker_timeout_ms,
         )
+        wiring.topics_registered = self._register_topics_now
         await server.serve()
         if dledger is not None:
             await dledger.start()
@@ -414,6 +415,16 @@ class BrokerServer:
 
     def _registration_document(self) -> dict[str, Any]:
         return self.topics.snapshot()
+
+    async def _register_topics_now(self) -> None:
+        registrar = self.registrar
+        if registrar is None:
+            return
+        try:
+            async with asyncio.timeout(self.config.register_broker_timeout_ms / 1000):
+                await registrar.register_all()
+        except TimeoutError:
+            log.warning("registering a new topic with the NameServers took too long; going on")
 
     def _topics_changed(self) -> None:
         if self._persistence is not None:

@@ -160,6 +160,8 @@ class BrokerWiring:
         self._persist_offsets_now = persist_offsets_now
         self._runtime_info = runtime_info
         self.delay_delivery = delay_delivery
+        self.topics_registered: Callable[[], Awaitable[None]] | None = None
+        """Registers with the NameServers now (the server sets it once it has a registrar)."""
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
         if (isinstance(replica, ReplicaRole) and replica.is_slave) or isinstance(
@@ -299,6 +301,7 @@ class BrokerWiring:
             broker_permission=config.broker_permission,
             find_group=self._find_group,
         )
+        send.topic_registered = self.topics_registered
         return {
             RequestCode.SEND_MESSAGE: send.handle,
             RequestCode.SEND_MESSAGE_V2: send.handle,

@@ -123,6 +123,9 @@ def register(commands: Any) -> set[str]:
     p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (6)")
     p.add_argument("-o", "--order", type=_java_bool, default=False, help="ordered (true|false)")
     p.add_argument(
+        "-a", "--attributes", help="attribute changes, e.g. +message.type=FIFO (5.x clients)"
+    )
+    p.add_argument(
         "--force",
         action="store_true",
         help="also change a system topic such as TBW102 (refused without it)",

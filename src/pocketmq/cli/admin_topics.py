@@ -28,6 +28,7 @@ async def update_topic(admin: AdminClient, args: argparse.Namespace) -> Report:
         write_queue_nums=args.writeQueueNums,
         perm=args.perm,
         order=args.order,
+        attributes=args.attributes or "",
     )
     addresses = await admin.create_topic(
         settings, cluster=args.clusterName, broker=args.brokerAddr, force=args.force
@@ -39,9 +40,14 @@ async def update_topic(admin: AdminClient, args: argparse.Namespace) -> Report:
         f"TopicConfig [topicName={settings.topic}, readQueueNums={settings.read_queue_nums}, "
         f"writeQueueNums={settings.write_queue_nums}, perm={perm_text(settings.perm)}, "
         f"topicFilterType=SINGLE_TAG, topicSysFlag={settings.topic_sys_flag}, "
-        f"order={str(settings.order).lower()}, attributes={{}}]"
+        f"order={str(settings.order).lower()}, attributes={{{_attributes_shown(settings)}}}]"
     )
     return Report({"brokers": addresses, "topicConfig": settings.to_json()}, lines)
+
+
+def _attributes_shown(settings: TopicSettings) -> str:
+    parts = [p.strip()[1:] for p in settings.attributes.split(",") if p.strip().startswith("+")]
+    return ", ".join(parts)
 
 
 async def delete_topic(admin: AdminClient, args: argparse.Namespace) -> Report:

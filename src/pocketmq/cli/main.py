@@ -9,7 +9,7 @@ import sys
 from typing import Final
 
 import pocketmq
-from pocketmq.cli import admin, bench, broker, container, controller, namesrv, raftkv, up
+from pocketmq.cli import admin, bench, broker, container, controller, namesrv, proxy, raftkv, up
 
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     container.register(commands)
     namesrv.register(commands)
     controller.register(commands)
+    proxy.register(commands)
     admin.register(commands)
     bench.register(commands)
     raftkv.register(commands)

@@ -6,6 +6,8 @@ for anything else (for example `flushDiskType=SYNC_FLUSH`). The file's `listenPo
 `brokerName` and `storePathRootDir` are honoured unless a flag says otherwise; its
 `namesrvAddr` cannot be (this process runs its own NameServer), which one warning line says.
 Unlike a plain broker, timer messages may be recalled (`recallMessageEnable=true`).
+The 5.x gRPC proxy serves in the same process (local mode) on `--proxy-port` (8081; 0 picks a
+free port, as it does by default when `--namesrv-port 0` asks for free ports).
 `--slaves N` adds N slaves of broker-a in the same process (`--sync` makes the master a
 SYNC_MASTER): a local Master/Slave pair. `--dledger N` instead runs broker-a as a DLedger group
 of N replicas (n0, n1, ...; broker ports 10 apart, DLedger ports 40911 on, or free ones) and is
@@ -36,6 +38,8 @@ from pocketmq.cli.serving import (
 )
 from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
+from pocketmq.proxy.config import ProxyConfig, ProxyMode
+from pocketmq.proxy.server import ProxyServer
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")
@@ -55,6 +59,11 @@ def register(commands: Any) -> None:
     parser.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
     parser.add_argument(
         "--broker-port", type=int, help="0 picks a free port (default: listenPort, or 10911)"
+    )
+    parser.add_argument(
+        "--proxy-port",
+        type=int,
+        help="the gRPC proxy's port (8081; 0 picks a free port, the default with --namesrv-port 0)",
     )
     parser.add_argument(
         "-c", "--config", help="a broker.properties file with RocketMQ keys for anything else"
@@ -106,6 +115,17 @@ def run(args: argparse.Namespace) -> int:
         check_data_dir(store_config.store_path_root_dir, _store_dir_fix(args, from_file))
         namesrv = NamesrvServer(namesrv_config)
         brokers: list[BrokerServer] = []
+        proxy_port = args.proxy_port
+        if proxy_port is None:
+            proxy_port = 0 if args.namesrv_port == 0 else PROXY_PORT_DEFAULT
+        proxy = ProxyServer(
+            ProxyConfig(
+                proxy_mode=ProxyMode.LOCAL,
+                grpc_server_port=proxy_port,
+                bind_address="127.0.0.1",
+                rocketmq_cluster_name=broker_config.broker_cluster_name,
+            )
+        )
 
         async def start() -> str:
             try:
@@ -136,16 +156,23 @@ def run(args: argparse.Namespace) -> int:
                     what = f"broker {config.broker_name} port"
                     raise bind_failure(exc, what, config.listen_port, fix) from None
                 brokers.append(broker)
+            proxy.config.namesrv_addr = used
+            try:
+                served = await proxy.start()
+            except OSError as exc:
+                fix = "--proxy-port N (0 picks a free port)"
+                raise bind_failure(exc, "proxy gRPC port", proxy_port, fix) from None
             if args.dledger:
-                return await _dledger_ready(brokers, port, data_dir)
+                return await _dledger_ready(brokers, port, data_dir, served)
             slaves = "".join(f", slave {b.config.broker_id} {b.address}" for b in brokers[1:])
             return (
                 f"up: NameServer 127.0.0.1:{port}, broker {broker_config.broker_name} "
-                f"{brokers[0].address} ({broker_config.broker_role.value}){slaves}, data in "
-                f"{data_dir}; Ctrl-C stops; ready at 127.0.0.1:{port}"
+                f"{brokers[0].address} ({broker_config.broker_role.value}){slaves}, proxy "
+                f"127.0.0.1:{served}, data in {data_dir}; Ctrl-C stops; ready at 127.0.0.1:{port}"
             )
 
         async def stop() -> None:
+            await proxy.stop()
             for broker in reversed(brokers):
                 await broker.stop()
             await namesrv.stop()
@@ -156,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 BROKER_PORT_DEFAULT = 10911
+PROXY_PORT_DEFAULT = 8081
 DLEDGER_PORT_DEFAULT = 40911
 LEADER_WAIT_S = 15.0
 
@@ -201,7 +229,9 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-async def _dledger_ready(brokers: list[BrokerServer], namesrv_port: int, data_dir: str) -> str:
+async def _dledger_ready(
+    brokers: list[BrokerServer], namesrv_port: int, data_dir: str, proxy_port: int
+) -> str:
     deadline = asyncio.get_running_loop().time() + LEADER_WAIT_S
     leader = None
     while leader is None and asyncio.get_running_loop().time() < deadline:
@@ -216,7 +246,8 @@ async def _dledger_ready(brokers: list[BrokerServer], namesrv_port: int, data_di
         log.warning("no DLedger leader within %.0f s; the group keeps electing", LEADER_WAIT_S)
     return (
         f"up: NameServer 127.0.0.1:{namesrv_port}, broker {brokers[0].config.broker_name} as a "
-        f"DLedger group of {len(brokers)}: {replicas}; data in {data_dir}; Ctrl-C stops; "
+        f"DLedger group of {len(brokers)}: {replicas}; proxy 127.0.0.1:{proxy_port}; data in "
+        f"{data_dir}; Ctrl-C stops; "
         f"ready at 127.0.0.1:{namesrv_port}"
     )
 

@@ -29,7 +29,12 @@ from pocketmq.broker.headers import (
     required_text,
 )
 from pocketmq.broker.pop.checkpoints import MessageRef
-from pocketmq.broker.pop.handle import (
+from pocketmq.broker.pop.service import PopFailure, Popped, PopService
+from pocketmq.broker.pull import MessageFilter
+from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.constants import PERM_READ
+from pocketmq.common.properties import encode_properties
+from pocketmq.common.receipt_handle import (
     ORDER_REVIVE_QID,
     HandleError,
     ReceiptHandle,
@@ -38,11 +43,6 @@ from pocketmq.broker.pop.handle import (
     real_topic,
     retry_flag,
 )
-from pocketmq.broker.pop.service import PopFailure, Popped, PopService
-from pocketmq.broker.pull import MessageFilter
-from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.common.constants import PERM_READ
-from pocketmq.common.properties import encode_properties
 from pocketmq.common.stored_message import decode_record, encode_record, pack_host
 from pocketmq.common.subscription import SubscriptionError, parse_subscription
 from pocketmq.remoting.command import RemotingCommand

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from pocketmq.broker.offset_handlers import first_message_in_memory
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.pop.checkpoints import (
     ACK_TAG,
@@ -33,18 +34,18 @@ from pocketmq.broker.pop.checkpoints import (
     ack_record,
     parse_ack_record,
 )
-from pocketmq.broker.pop.handle import (
-    ORDER_REVIVE_QID,
-    RETRY_NONE,
-    pop_retry_topic,
-    retry_flag,
-)
 from pocketmq.broker.pop.order import OrderQueues
 from pocketmq.broker.pull import MessageFilter
 from pocketmq.broker.put_path import Put, PutPath, PutRefusal
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.constants import PERM_READ, PERM_WRITE, PROPERTY_TAGS
 from pocketmq.common.properties import encode_properties
+from pocketmq.common.receipt_handle import (
+    ORDER_REVIVE_QID,
+    RETRY_NONE,
+    pop_retry_topic,
+    retry_flag,
+)
 from pocketmq.common.stored_message import MessageDecodeError, StoredMessage, decode_record
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
@@ -196,13 +197,18 @@ class PopService:
 
     def start_offset(self, group: str, topic: str, queue_id: int, init_max: bool) -> int:
         """Where the group reads the queue next: its committed offset, else the queue's
-        first (ConsumeInitMode MIN) or last (MAX) offset; a retry topic always from its
-        first."""
+        first (ConsumeInitMode MIN) or last (MAX) offset, except that MAX also starts at 0
+        while the queue's first message is in memory (RocketMQ's `initPopOffsetByCheckMsgInMem`);
+        a retry topic always from its first."""
         committed = self.offsets.query(group, topic, queue_id)
         low = self.store.get_min_offset_in_queue(topic, queue_id)
         if committed is not None:
             return max(committed, low)
-        if init_max and retry_flag(topic) == RETRY_NONE:
+        if (
+            init_max
+            and retry_flag(topic) == RETRY_NONE
+            and not first_message_in_memory(self.store, topic, queue_id)
+        ):
             return self.store.get_max_offset_in_queue(topic, queue_id)
         return low
 

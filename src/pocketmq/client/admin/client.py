@@ -91,6 +91,8 @@ class AdminClient(MessageAdmin, ControllerAdmin):
         }
         if force:
             ext["force"] = "true"
+        if settings.attributes:
+            ext["attributes"] = settings.attributes
         for address in addresses:
             await self._broker_ok(
                 address, RequestCode.UPDATE_AND_CREATE_TOPIC, ext, what="topic creation"

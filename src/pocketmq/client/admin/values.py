@@ -79,9 +79,12 @@ class TopicSettings:
     perm: int = PERM_READ | PERM_WRITE
     order: bool = False
     topic_sys_flag: int = 0
+    attributes: str = ""
+    """Changes of the topic's attributes, `+message.type=FIFO` (mqadmin's `-a`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "attributes": self.attributes,
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,

@@ -1,0 +1,57 @@
+"""`pocketmq proxy`: the RocketMQ 5.x gRPC proxy in front of a cluster (cluster mode), as
+RocketMQ's `mqproxy`: `-c rmq-proxy.json` (RocketMQ's keys), `-n` for the NameServers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from pocketmq.cli.serving import bind_failure, run_server, serve_until_signalled
+from pocketmq.common.config import ConfigError
+from pocketmq.proxy.config import ProxyConfig, load_proxy_config
+from pocketmq.proxy.server import ProxyServer
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "proxy", help="start the 5.x gRPC proxy in front of a cluster"
+    )
+    parser.add_argument("-c", "--config", help="rmq-proxy.json (RocketMQ's proxy keys)")
+    parser.add_argument("-n", "--namesrv", help="NameServers, separated by ';'")
+    parser.add_argument("--grpc-port", type=int, help="grpcServerPort (0 picks a free port)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    async def main() -> None:
+        config = ProxyConfig()
+        if args.config:
+            load_proxy_config(args.config, config)
+        if args.namesrv:
+            config.namesrv_addr = args.namesrv
+        elif not config.namesrv_addr and os.environ.get("NAMESRV_ADDR"):
+            config.namesrv_addr = os.environ["NAMESRV_ADDR"]
+        if args.grpc_port is not None:
+            config.grpc_server_port = args.grpc_port
+        if not config.namesrv_addresses():
+            raise ConfigError(
+                "namesrvAddr", "", "set: pass -n host:9876, NAMESRV_ADDR, or namesrvAddr in -c"
+            )
+        server = ProxyServer(config)
+
+        async def start() -> str:
+            try:
+                port = await server.start()
+            except OSError as exc:
+                raise bind_failure(
+                    exc, "proxy gRPC port", config.grpc_server_port, "--grpc-port N"
+                ) from None
+            return (
+                f"proxy: gRPC {config.bind_address}:{port} in front of NameServers "
+                f"{config.namesrv_addr}; ready at 127.0.0.1:{port}"
+            )
+
+        await serve_until_signalled(start, server.stop)
+
+    return run_server(main, "pocketmq proxy")

@@ -1,0 +1,97 @@
+"""The proxy's settings under RocketMQ's `ProxyConfig` key names (`rmq-proxy.json`, or a
+`.properties` file with the same keys)."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pocketmq.common.config import ConfigFileError, apply_properties, key, load_properties
+from pocketmq.proxy.convert import SendLimits
+from pocketmq.proxy.service import ProxySettings
+
+
+class ProxyMode(enum.Enum):
+    CLUSTER = "CLUSTER"
+    LOCAL = "LOCAL"
+
+
+@dataclass
+class ProxyConfig:
+    """Defaults are RocketMQ's."""
+
+    rocketmq_cluster_name: str = key("rocketMQClusterName", "DefaultCluster")
+    proxy_mode: ProxyMode = key("proxyMode", ProxyMode.CLUSTER)
+    namesrv_addr: str = key("namesrvAddr", "")
+    grpc_server_port: int = key("grpcServerPort", 8081, minimum=0, maximum=65535)
+    bind_address: str = key("bindAddress", "0.0.0.0")
+    advertised_host: str = key("localServeAddr", "")
+    """The host clients are told to connect to (QueryRoute); the bind address by default."""
+    max_message_size: int = key("maxMessageSize", 4 * 1024 * 1024, minimum=1)
+    max_user_property_size: int = key("maxUserPropertySize", 16 * 1024, minimum=1)
+    user_property_max_num: int = key("userPropertyMaxNum", 128, minimum=1)
+    max_message_group_size: int = key("maxMessageGroupSize", 64, minimum=1)
+    max_delay_time_mills: int = key("maxDelayTimeMills", 24 * 3600 * 1000, minimum=0)
+    max_transaction_recovery_second: int = key("maxTransactionRecoverySecond", 3600, minimum=0)
+    enable_topic_message_type_check: bool = key("enableTopicMessageTypeCheck", True)
+    producer_max_attempts: int = key("grpcClientProducerMaxAttempts", 3, minimum=1)
+    producer_backoff_initial_ms: int = key("grpcClientProducerBackoffInitialMillis", 10)
+    producer_backoff_max_ms: int = key("grpcClientProducerBackoffMaxMillis", 1000)
+    consumer_min_polling_ms: int = key(
+        "grpcClientConsumerMinLongPollingTimeoutMillis", 5_000, minimum=0
+    )
+    consumer_max_polling_ms: int = key(
+        "grpcClientConsumerMaxLongPollingTimeoutMillis", 20_000, minimum=0
+    )
+    consumer_batch_size: int = key("grpcClientConsumerLongPollingBatchSize", 32, minimum=1)
+    default_invisible_ms: int = key("defaultInvisibleTimeMills", 60_000, minimum=0)
+    min_invisible_ms: int = key("minInvisibleTimeMillsForRecv", 10_000, minimum=0)
+    max_invisible_ms: int = key("maxInvisibleTimeMills", 12 * 3600 * 1000, minimum=0)
+
+    def namesrv_addresses(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def settings(self) -> ProxySettings:
+        return ProxySettings(
+            limits=SendLimits(
+                max_body_size=self.max_message_size,
+                max_user_property_size=self.max_user_property_size,
+                user_property_max_num=self.user_property_max_num,
+                max_message_group_size=self.max_message_group_size,
+                max_delay_ms=self.max_delay_time_mills,
+                max_transaction_recovery_s=self.max_transaction_recovery_second,
+            ),
+            enable_topic_message_type_check=self.enable_topic_message_type_check,
+            producer_max_attempts=self.producer_max_attempts,
+            producer_backoff_initial_ms=self.producer_backoff_initial_ms,
+            producer_backoff_max_ms=self.producer_backoff_max_ms,
+            consumer_min_polling_ms=self.consumer_min_polling_ms,
+            consumer_max_polling_ms=self.consumer_max_polling_ms,
+            consumer_batch_size=self.consumer_batch_size,
+            default_invisible_ms=self.default_invisible_ms,
+            min_invisible_ms=self.min_invisible_ms,
+            max_invisible_ms=self.max_invisible_ms,
+        )
+
+
+def load_proxy_config(path: str, config: ProxyConfig) -> list[str]:
+    """Applies `rmq-proxy.json` (or a `.properties` file); returns the keys it did not know.
+
+    Raises:
+        ConfigError: a bad value, or a file that cannot be read.
+    """
+    if path.endswith(".json"):
+        try:
+            document = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigFileError(path, f"not a readable JSON object: {exc}") from None
+        if not isinstance(document, dict):
+            raise ConfigFileError(path, "not a JSON object")
+        properties = {
+            str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in document.items()
+        }
+    else:
+        properties = load_properties(path)
+    return apply_properties(config, properties)

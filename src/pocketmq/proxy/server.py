@@ -1,0 +1,77 @@
+"""The proxy's gRPC server: `MessagingService` on grpcio's asyncio server, in front of the
+brokers a `Brokers` reaches (cluster mode: through the NameServers; local mode: the broker in
+the same process)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import grpc
+
+from pocketmq.proxy.brokers import Brokers
+from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.grpc_v2 import service_pb2_grpc
+from pocketmq.proxy.service import MessagingService
+
+log = logging.getLogger(__name__)
+
+MAX_INBOUND_BYTES: Final = 130 * 1024 * 1024
+"""`grpcMaxInboundMessageSize`."""
+STOP_GRACE_S: Final = 2.0
+
+
+class ProxyServer:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.brokers: Brokers | None = None
+        self._server: grpc.aio.Server | None = None
+        self.port = 0
+        self.service: MessagingService | None = None
+
+    async def start(self) -> int:
+        """Binds and serves; returns the port (the configured one, or a free one for 0).
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        config = self.config
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        address = f"{config.bind_address}:{config.grpc_server_port}"
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise OSError(98, f"cannot bind {address}: {exc}") from None
+        host = config.advertised_host or (
+            "127.0.0.1" if config.bind_address in ("0.0.0.0", "") else config.bind_address
+        )
+        self.brokers = brokers = Brokers(config.namesrv_addresses())
+        self.service = MessagingService(brokers, config.settings(), advertised=(host, port))
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            self.service, server
+        )
+        await brokers.start()
+        await server.start()
+        self._server = server
+        self.port = port
+        log.info(
+            "proxy (%s mode) serving gRPC at %s:%d, NameServers %s",
+            config.proxy_mode.value,
+            host,
+            port,
+            config.namesrv_addr,
+        )
+        return port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+            self._server = None
+        if self.brokers is not None:
+            await self.brokers.close()
+            self.brokers = None
