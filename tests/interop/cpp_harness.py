@@ -30,25 +30,29 @@ CPP_CLIENT = "rocketmq==0.4.4"
 
 def ensure_cpp_client() -> Path:
     """The C++ client's Python, installed on first use."""
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".installed"
+    return ensure_client_venv(VENV, CPP_CLIENT, "import rocketmq.client")
+
+
+def ensure_client_venv(venv: Path, requirement: str, check_code: str) -> Path:
+    """A virtualenv at `venv` holding `requirement` (installed on first use, then kept); its
+    Python. `check_code` must run in it once installed."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
     if stamp.exists():
         return python
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", CPP_CLIENT],
+        [str(python), "-m", "pip", "install", "--quiet", requirement],
         capture_output=True,
         text=True,
         timeout=600,
     )
     if install.returncode:
-        raise RuntimeError(f"could not install {CPP_CLIENT}: {install.stderr[-2000:]}")
-    check = subprocess.run(
-        [str(python), "-c", "import rocketmq.client"], capture_output=True, text=True
-    )
+        raise RuntimeError(f"could not install {requirement}: {install.stderr[-2000:]}")
+    check = subprocess.run([str(python), "-c", check_code], capture_output=True, text=True)
     if check.returncode:
-        raise RuntimeError(f"{CPP_CLIENT} installed but does not load: {check.stderr[-2000:]}")
+        raise RuntimeError(f"{requirement} installed but does not load: {check.stderr[-2000:]}")
     stamp.touch()
     return python
 

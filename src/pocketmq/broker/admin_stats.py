@@ -8,6 +8,7 @@ Answers, with RocketMQ's headers and bodies (`AdminBrokerProcessor`):
                                                topicList? (`;`-separated)
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200)  body SubscriptionGroupConfig -
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)     -                            SubscriptionGroupWrapper
+    GET_SUBSCRIPTIONGROUP_CONFIG (352)         group                        SubscriptionGroupConfig
     DELETE_SUBSCRIPTIONGROUP (207)             groupName, cleanOffset?      -
     GET_BROKER_CONFIG (26)                     -                            `key=value` lines, ext
                                                                             `version`
@@ -219,6 +220,7 @@ class AdminStatsHandlers:
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_subscription_groups,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
@@ -296,6 +298,22 @@ class AdminStatsHandlers:
             ext_fields={"totalGroupNum": str(len(self.groups.groups))},
             body=body.encode("utf-8"),
         )
+
+    @answers_header_errors()
+    async def subscription_group(
+        self, request: RemotingCommand, channel: Channel
+    ) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG: one group's `SubscriptionGroupConfig`."""
+        name = required_text(request.ext_fields, "group")
+        config = self.groups.groups.get(name)
+        if config is None:
+            return error_response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"No subscription group config found for group {name}",
+            )
+        body = json.dumps(config.to_json(), separators=(",", ":"), ensure_ascii=False)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
 
     @answers_header_errors()
     async def delete_subscription_group(

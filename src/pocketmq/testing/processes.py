@@ -30,6 +30,15 @@ class ServerProcess:
     address: str
     log_path: Path
     _reader: threading.Thread | None = field(default=None, repr=False)
+    ready_line: str = ""
+    """The whole ready line (`pocketmq up` names its proxy's port there too)."""
+
+    def named_address(self, what: str) -> str:
+        """The address the ready line names after `what` (`proxy` in `... proxy 127.0.0.1:8081`)."""
+        match = re.search(rf"\b{re.escape(what)} (\S+?:\d+)", self.ready_line)
+        if match is None:
+            raise LookupError(f"no {what} address in the ready line {self.ready_line!r}")
+        return match.group(1)
 
     @property
     def port(self) -> int:
@@ -105,7 +114,7 @@ def start_server_process(
                 out.flush()
                 match = _READY.match(line.strip())
                 if match and not ready.is_set():
-                    found.append(match.group(1))
+                    found.extend((match.group(1), line.strip()))
                     ready.set()
         ready.set()
 
@@ -121,7 +130,7 @@ def start_server_process(
             f"pocketmq {' '.join(args)} did not get ready within {timeout_s} s "
             f"(exit code {process.returncode}); its log:\n{log_path.read_text(errors='replace')}"
         )
-    return ServerProcess(list(args), process, found[0], log_path, reader)
+    return ServerProcess(list(args), process, found[0], log_path, reader, ready_line=found[1])
 
 
 def free_port_pair() -> int:
