@@ -74,7 +74,13 @@ class Driver:
         }
         environment["HOME"] = str(home)
         self.process = subprocess.Popen(
-            [str(python), "-u", str(SCRIPTS / script), *args],
+            # A Node.js script runs under the `node` given as `python`.
+            [
+                str(python),
+                *([] if script.endswith(".js") else ["-u"]),
+                str(SCRIPTS / script),
+                *args,
+            ],
             env=environment,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -1,14 +1,19 @@
-"""The unmodified official 5.x Python client (PyPI `rocketmq-python-client` 5.1.2, gRPC) against
-pocketmq's proxy, in local mode (inside `pocketmq up`) and in cluster mode (`pocketmq proxy` in
-front of the same cluster), mixed with pocketmq's remoting client on the same topics.
+"""The unmodified official 5.x gRPC clients against pocketmq's proxy, in local mode (inside
+`pocketmq up`) and in cluster mode (`pocketmq proxy` in front of the same cluster), mixed with
+pocketmq's remoting client on the same topics: Python (PyPI `rocketmq-python-client` 5.1.2) and
+Node.js (npm `rocketmq-client-nodejs` 1.0.8).
 
-The client runs in a virtualenv of its own under the interop cache (it installs `import
-rocketmq`, as the C++ client does) and is driven by `scripts/python5_client.py`.
+Each client is installed on first use into the interop cache (the Python one in a virtualenv
+of its own: it installs `import rocketmq`, as the C++ client does) and driven by its script in
+`scripts/` (`python5_client.py`, `node5_client.js`: the same scenarios, the same output).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +28,47 @@ from tests.interop.cpp_harness import CACHE, drivers, ensure_client_venv
 
 pytestmark = pytest.mark.interop
 
-CLIENT = "rocketmq-python-client==5.1.2"
+PYTHON_CLIENT = "rocketmq-python-client==5.1.2"
+NODE_CLIENT = "rocketmq-client-nodejs@1.0.8"
 DRIVER_TIMEOUT_S = 120.0
 BROKER_SETTINGS = "transactionCheckInterval=1000\ntransactionTimeOut=1000\n"
 
 
-@pytest.fixture(scope="module")
-def python5() -> Path:
-    return ensure_client_venv(CACHE / "python5", CLIENT, "from rocketmq import Producer")
+def ensure_node_client() -> Path:
+    """The Node.js client under the interop cache (npm install on first use); `node`'s path."""
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Node.js and npm are needed for the Node.js client")
+    folder = CACHE / "node5"
+    stamp = folder / ".installed"
+    if not stamp.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_text('{"name": "pocketmq-node5", "private": true}')
+        install = subprocess.run(
+            [npm, "install", "--silent", NODE_CLIENT],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if install.returncode:
+            raise RuntimeError(f"could not install {NODE_CLIENT}: {install.stderr[-2000:]}")
+        stamp.touch()
+    return Path(node)
+
+
+@pytest.fixture(scope="module", params=["python5", "node5"])
+def client(request: pytest.FixtureRequest) -> tuple[str, Path, str]:
+    """(name, interpreter, driver script) of one official 5.x client."""
+    if request.param == "python5":
+        python = ensure_client_venv(
+            CACHE / "python5", PYTHON_CLIENT, "from rocketmq import Producer"
+        )
+        return "python5", python, "python5_client.py"
+    node = ensure_node_client()
+    os.environ["NODE_PATH"] = str(CACHE / "node5" / "node_modules")
+    return "node5", node, "node5_client.js"
 
 
 @pytest.fixture(scope="module")
@@ -63,21 +101,21 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 class Run:
-    def __init__(self, python: Path, log_dir: Path) -> None:
-        self.python = python
+    def __init__(self, client: tuple[str, Path, str], log_dir: Path) -> None:
+        self.name, self.interpreter, self.script = client
         self.log_dir = log_dir
 
     def __call__(self, *args: str) -> Any:
-        with drivers(self.python, self.log_dir) as start:
-            driver = start("python5_client.py", list(args))
+        with drivers(self.interpreter, self.log_dir) as start:
+            driver = start(self.script, list(args))
             return driver.finish(DRIVER_TIMEOUT_S, stop=False)["summary"], driver.messages_by(
                 "message_id"
             )
 
 
 @pytest.fixture
-def run(python5: Path, tmp_path: Path) -> Run:
-    return Run(python5, tmp_path / "drivers")
+def run(client: tuple[str, Path, str], tmp_path: Path) -> Run:
+    return Run(client, tmp_path / "drivers")
 
 
 def admin_call(namesrv: str, work: Any) -> Any:
@@ -114,7 +152,7 @@ def create_group(namesrv: str, group: str, **settings: Any) -> None:
 def test_sends_and_receives_with_acks_and_remoting_clients_on_the_same_topic(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Normal{mode}", f"py5-normal-{mode}"
+    topic, group = f"{run.name}Normal{mode}", f"{run.name}-normal-{mode}"
     create_topic(cluster["namesrv"], topic, "NORMAL")
     summary, _ = run("produce", cluster[mode], topic, group, "4")
     grpc_ids = summary["sent"]
@@ -156,7 +194,7 @@ def test_sends_and_receives_with_acks_and_remoting_clients_on_the_same_topic(
     assert set(remoting_got) == set(grpc_ids)
     for message in remoting_got.values():
         assert message.tags == "TagA"
-        assert message.properties["origin"] == "python5"
+        assert message.properties["origin"] == run.name
         assert message.keys == [f"key-{message.body.decode()}"]
     summary, received = run("receive", cluster[mode], topic, group, str(len(grpc_ids) + 2))
     assert sorted(summary["received"]) == sorted(grpc_ids + remoting_ids)
@@ -166,13 +204,13 @@ def test_sends_and_receives_with_acks_and_remoting_clients_on_the_same_topic(
         assert by_id[msg_id]["properties"] == {"origin": "remoting"}
         assert by_id[msg_id]["attempt"] == 1
     for msg_id in grpc_ids:
-        assert by_id[msg_id]["properties"] == {"origin": "python5"}
+        assert by_id[msg_id]["properties"] == {"origin": run.name}
 
 
 def test_a_changed_invisible_time_redelivers_and_spends_the_old_handle(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Redeliver{mode}", f"py5-redeliver-{mode}"
+    topic, group = f"{run.name}Redeliver{mode}", f"{run.name}-redeliver-{mode}"
     create_topic(cluster["namesrv"], topic, "NORMAL", queues=1)
     run("produce", cluster[mode], topic, group, "1")
     summary, _ = run("redeliver", cluster[mode], topic, group)
@@ -184,7 +222,7 @@ def test_a_changed_invisible_time_redelivers_and_spends_the_old_handle(
 def test_after_its_max_attempts_a_message_goes_to_the_dead_letter_queue(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Dead{mode}", f"py5-dead-{mode}"
+    topic, group = f"{run.name}Dead{mode}", f"{run.name}-dead-{mode}"
     create_topic(cluster["namesrv"], topic, "NORMAL", queues=1)
     create_group(cluster["namesrv"], group, retry_max_times=1)  # two attempts
     sent, _ = run("produce", cluster[mode], topic, group, "1")
@@ -213,7 +251,7 @@ def test_after_its_max_attempts_a_message_goes_to_the_dead_letter_queue(
 def test_fifo_message_groups_are_consumed_in_order(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Fifo{mode}", f"py5-fifo-{mode}"
+    topic, group = f"{run.name}Fifo{mode}", f"{run.name}-fifo-{mode}"
     create_topic(cluster["namesrv"], topic, "FIFO")
     create_group(cluster["namesrv"], group, consume_message_orderly=True)
     run("fifo", cluster[mode], topic, group, "12")
@@ -232,7 +270,7 @@ def test_fifo_message_groups_are_consumed_in_order(
 def test_a_delayed_message_arrives_at_its_delivery_time(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Delay{mode}", f"py5-delay-{mode}"
+    topic, group = f"{run.name}Delay{mode}", f"{run.name}-delay-{mode}"
     create_topic(cluster["namesrv"], topic, "DELAY", queues=1)
     summary, _ = run("delay", cluster[mode], topic, group, "1")
     received, lines = run("receive", cluster[mode], topic, group, "1")
@@ -243,7 +281,7 @@ def test_a_delayed_message_arrives_at_its_delivery_time(
 def test_transactions_commit_roll_back_and_are_checked_back(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Tx{mode}", f"py5-tx-{mode}"
+    topic, group = f"{run.name}Tx{mode}", f"{run.name}-tx-{mode}"
     create_topic(cluster["namesrv"], topic, "TRANSACTION", queues=1)
     summary, _ = run("transaction", cluster[mode], topic, group)
     assert summary["checked"][:1] == ["orphan"]
@@ -254,7 +292,7 @@ def test_transactions_commit_roll_back_and_are_checked_back(
 def test_a_push_consumer_gets_a_failed_message_again(
     cluster: dict[str, str], mode: str, run: Run
 ) -> None:
-    topic, group = f"Py5Push{mode}", f"py5-push-{mode}"
+    topic, group = f"{run.name}Push{mode}", f"{run.name}-push-{mode}"
     create_topic(cluster["namesrv"], topic, "NORMAL", queues=2)
     run("produce", cluster[mode], topic, group, "3")
     summary, _ = run("push", cluster[mode], topic, group, "3")
