@@ -98,6 +98,12 @@ def v5_drivers() -> str:
     return _compiled_drivers(JAVA_DIR / "pom-server.xml", JAVA_DIR / "v5", "v5-drivers")
 
 
+def grpc_drivers() -> str:
+    """The class path of the gRPC drivers (`tests/interop/java/grpc`) on the official 5.x Java
+    client (rocketmq-client-java)."""
+    return _compiled_drivers(JAVA_DIR / "pom-grpc.xml", JAVA_DIR / "grpc", "grpc-drivers")
+
+
 def _compiled_drivers(pom: Path, folder: Path, name: str) -> str:
     """`pom`'s jars and `folder`'s drivers compiled against them, once, as a class path."""
     lib = fetch_jars(pom)

@@ -60,7 +60,15 @@ def ensure_client_venv(venv: Path, requirement: str, check_code: str) -> Path:
 class Driver:
     """One script of `scripts/` running in the C++ client's environment."""
 
-    def __init__(self, python: Path, script: str, args: list[str], log_dir: Path) -> None:
+    def __init__(
+        self,
+        python: Path,
+        script: str,
+        args: list[str],
+        log_dir: Path,
+        command: list[str] | None = None,
+    ) -> None:
+        """Runs `python scripts/<script> args`, or `command args` when given (a Java main)."""
         self.name = script
         self.stderr_path = log_dir / f"{script}-{time.monotonic_ns()}.stderr"
         home = log_dir / f"home-{time.monotonic_ns()}"
@@ -73,14 +81,10 @@ class Driver:
             if key not in ("NAMESRV_ADDR", "ROCKETMQ_HOME", "PYTHONPATH", "VIRTUAL_ENV")
         }
         environment["HOME"] = str(home)
+        if command is None:
+            command = [str(python), "-u", str(SCRIPTS / script)]
         self.process = subprocess.Popen(
-            # A Node.js script runs under the `node` given as `python`.
-            [
-                str(python),
-                *([] if script.endswith(".js") else ["-u"]),
-                str(SCRIPTS / script),
-                *args,
-            ],
+            [*command, *args],
             env=environment,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -156,8 +160,8 @@ def drivers(python: Path, log_dir: Path) -> Iterator[Any]:
     started: list[Driver] = []
     log_dir.mkdir(parents=True, exist_ok=True)
 
-    def start(script: str, args: list[str]) -> Driver:
-        driver = Driver(python, script, args, log_dir)
+    def start(script: str, args: list[str], command: list[str] | None = None) -> Driver:
+        driver = Driver(python, script, args, log_dir, command)
         started.append(driver)
         return driver
 

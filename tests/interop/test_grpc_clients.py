@@ -1,11 +1,12 @@
 """The unmodified official 5.x gRPC clients against pocketmq's proxy, in local mode (inside
 `pocketmq up`) and in cluster mode (`pocketmq proxy` in front of the same cluster), mixed with
-pocketmq's remoting client on the same topics: Python (PyPI `rocketmq-python-client` 5.1.2) and
-Node.js (npm `rocketmq-client-nodejs` 1.0.8).
+pocketmq's remoting client on the same topics: Python (PyPI `rocketmq-python-client` 5.1.2),
+Node.js (npm `rocketmq-client-nodejs` 1.0.8) and Java (Maven `rocketmq-client-java` 5.0.8).
 
 Each client is installed on first use into the interop cache (the Python one in a virtualenv
-of its own: it installs `import rocketmq`, as the C++ client does) and driven by its script in
-`scripts/` (`python5_client.py`, `node5_client.js`: the same scenarios, the same output).
+of its own: it installs `import rocketmq`, as the C++ client does) and driven by its driver
+(`scripts/python5_client.py`, `scripts/node5_client.js`, `java/grpc/GrpcClient.java`: the same
+scenarios, the same output).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,8 @@ from pocketmq.client.admin import AdminClient, SubscriptionGroupSettings, TopicS
 from pocketmq.client.aio import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from pocketmq.testing import MessageRecorder, start_up_process
 from pocketmq.testing.processes import ServerProcess, start_server_process
-from tests.interop.cpp_harness import CACHE, drivers, ensure_client_venv
+from tests.conformance.reference import CLIENT_JVM, ReferenceUnavailable, grpc_drivers
+from tests.interop.cpp_harness import CACHE, SCRIPTS, drivers, ensure_client_venv
 
 pytestmark = pytest.mark.interop
 
@@ -58,17 +61,33 @@ def ensure_node_client() -> Path:
     return Path(node)
 
 
-@pytest.fixture(scope="module", params=["python5", "node5"])
-def client(request: pytest.FixtureRequest) -> tuple[str, Path, str]:
-    """(name, interpreter, driver script) of one official 5.x client."""
+@dataclass(frozen=True)
+class Client:
+    name: str
+    command: list[str]
+
+
+@pytest.fixture(scope="module", params=["python5", "node5", "java5"])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Client:
+    """One official 5.x client: its name, and the command that runs its driver."""
     if request.param == "python5":
         python = ensure_client_venv(
             CACHE / "python5", PYTHON_CLIENT, "from rocketmq import Producer"
         )
-        return "python5", python, "python5_client.py"
-    node = ensure_node_client()
-    os.environ["NODE_PATH"] = str(CACHE / "node5" / "node_modules")
-    return "node5", node, "node5_client.js"
+        return Client("python5", [str(python), "-u", str(SCRIPTS / "python5_client.py")])
+    if request.param == "node5":
+        node = ensure_node_client()
+        os.environ["NODE_PATH"] = str(CACHE / "node5" / "node_modules")
+        return Client("node5", [str(node), str(SCRIPTS / "node5_client.js")])
+    try:
+        classpath = grpc_drivers()
+    except ReferenceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    logs = tmp_path_factory.mktemp("java5")
+    return Client(
+        "java5",
+        ["java", *CLIENT_JVM, f"-Drocketmq.log.root={logs}", "-cp", classpath, "GrpcClient"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,20 +120,21 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 class Run:
-    def __init__(self, client: tuple[str, Path, str], log_dir: Path) -> None:
-        self.name, self.interpreter, self.script = client
+    def __init__(self, client: Client, log_dir: Path) -> None:
+        self.name = client.name
+        self.command = client.command
         self.log_dir = log_dir
 
     def __call__(self, *args: str) -> Any:
-        with drivers(self.interpreter, self.log_dir) as start:
-            driver = start(self.script, list(args))
+        with drivers(Path(self.command[0]), self.log_dir) as start:
+            driver = start(self.name, list(args), self.command)
             return driver.finish(DRIVER_TIMEOUT_S, stop=False)["summary"], driver.messages_by(
                 "message_id"
             )
 
 
 @pytest.fixture
-def run(client: tuple[str, Path, str], tmp_path: Path) -> Run:
+def run(client: Client, tmp_path: Path) -> Run:
     return Run(client, tmp_path / "drivers")
 
 
@@ -260,10 +280,12 @@ def test_fifo_message_groups_are_consumed_in_order(
     for body, _attempt, message_group in summary["consumed"]:
         order.setdefault(message_group, []).append(int(body[1:]))
     assert order == {f"g{g}": list(range(g, 12, 3)) for g in range(3)}
-    # A message group always lands on one queue (the handle's seventh field).
+    # A message group always lands on one queue (the handle's seventh field; the Java client
+    # does not show its handles).
     queues: dict[str, set[str]] = {}
     for line in lines:
-        queues.setdefault(line["group"], set()).add(line["handle"].split(" ")[6])
+        if line["handle"] is not None:
+            queues.setdefault(line["group"], set()).add(line["handle"].split(" ")[6])
     assert all(len(q) == 1 for q in queues.values())
 
 
