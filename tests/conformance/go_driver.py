@@ -21,6 +21,8 @@ from typing import Any
 from tests.conformance.reference import CACHE, ROOT, ReferenceUnavailable
 
 GO_DIR = ROOT / "tests" / "interop" / "go"
+GO5_DIR = ROOT / "tests" / "interop" / "go5"
+"""The gRPC driver on the official 5.x Go client (rocketmq-clients/golang/v5)."""
 GO_CACHE = CACHE / "go"
 # The first build fetches the client and its dependencies and compiles them all.
 BUILD_TIMEOUT_S = 900
@@ -35,15 +37,15 @@ def _go_env() -> dict[str, str]:
     )
 
 
-def _sources_digest() -> str:
+def _sources_digest(module: Path) -> str:
     digest = hashlib.sha256()
-    for path in [GO_DIR / "go.mod", GO_DIR / "go.sum", *sorted(GO_DIR.glob("*.go"))]:
+    for path in [module / "go.mod", module / "go.sum", *sorted(module.glob("*.go"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def go_driver() -> Path:
-    """The driver binary, built on first use.
+def go_driver(module: Path = GO_DIR) -> Path:
+    """The driver binary of `module` (the 4.x client's by default), built on first use.
 
     Returns:
         The path of the executable, shared by every test of the session.
@@ -52,7 +54,7 @@ def go_driver() -> Path:
         ReferenceUnavailable: `go` is missing or the fetch or build failed; the message holds
             the command to run by hand.
     """
-    target = CACHE / f"go-driver-{_sources_digest()}"
+    target = CACHE / f"{module.name}-driver-{_sources_digest(module)}"
     binary = target / "driver"
     if (target / ".complete").exists():
         return binary
@@ -60,13 +62,13 @@ def go_driver() -> Path:
     target.mkdir(parents=True)
     command = ["go", "build", "-o", str(binary), "."]
     retry = (
-        f"cd {GO_DIR} && GOPATH={GO_CACHE / 'path'} GOMODCACHE={GO_CACHE / 'mod'} "
+        f"cd {module} && GOPATH={GO_CACHE / 'path'} GOMODCACHE={GO_CACHE / 'mod'} "
         f"GOCACHE={GO_CACHE / 'build'} {' '.join(command)}"
     )
     try:
         done = subprocess.run(
             command,
-            cwd=GO_DIR,
+            cwd=module,
             env=_go_env(),
             capture_output=True,
             text=True,

@@ -7,10 +7,11 @@ import argparse
 import os
 from typing import Any
 
-from pocketmq.cli.serving import bind_failure, run_server, serve_until_signalled
+from pocketmq.cli.serving import StartupError, bind_failure, run_server, serve_until_signalled
 from pocketmq.common.config import ConfigError
 from pocketmq.proxy.config import ProxyConfig, load_proxy_config
 from pocketmq.proxy.server import ProxyServer
+from pocketmq.proxy.tls import TlsConfigError
 
 
 def register(commands: Any) -> None:
@@ -43,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         async def start() -> str:
             try:
                 port = await server.start()
+            except TlsConfigError as exc:
+                raise StartupError(str(exc), status=2) from None
             except OSError as exc:
                 raise bind_failure(
                     exc, "proxy gRPC port", config.grpc_server_port, "--grpc-port N"

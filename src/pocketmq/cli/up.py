@@ -40,6 +40,7 @@ from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
 from pocketmq.proxy.server import ProxyServer
+from pocketmq.proxy.tls import TlsConfigError
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")
@@ -159,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
             proxy.config.namesrv_addr = used
             try:
                 served = await proxy.start()
+            except TlsConfigError as exc:
+                raise StartupError(str(exc), status=2) from None
             except OSError as exc:
                 fix = "--proxy-port N (0 picks a free port)"
                 raise bind_failure(exc, "proxy gRPC port", proxy_port, fix) from None

@@ -11,6 +11,7 @@ from pathlib import Path
 from pocketmq.common.config import ConfigFileError, apply_properties, key, load_properties
 from pocketmq.proxy.convert import SendLimits
 from pocketmq.proxy.service import ProxySettings
+from pocketmq.proxy.tls import TlsMode, TlsSettings
 
 
 class ProxyMode(enum.Enum):
@@ -49,6 +50,13 @@ class ProxyConfig:
     default_invisible_ms: int = key("defaultInvisibleTimeMills", 60_000, minimum=0)
     min_invisible_ms: int = key("minInvisibleTimeMillsForRecv", 10_000, minimum=0)
     max_invisible_ms: int = key("maxInvisibleTimeMills", 12 * 3600 * 1000, minimum=0)
+    tls_mode: TlsMode = key("tls.server.mode", TlsMode.PERMISSIVE)
+    tls_test_mode: bool = key("tls.test.mode.enable", True)
+    tls_cert_path: str = key("tls.server.certPath", "")
+    tls_key_path: str = key("tls.server.keyPath", "")
+
+    def tls(self) -> TlsSettings:
+        return TlsSettings(self.tls_mode, self.tls_cert_path, self.tls_key_path, self.tls_test_mode)
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]

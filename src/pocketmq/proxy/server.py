@@ -13,6 +13,7 @@ from pocketmq.proxy.brokers import Brokers
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
 from pocketmq.proxy.service import MessagingService
+from pocketmq.proxy.tls import PermissiveFront, TlsMode
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ class ProxyServer:
         self._server: grpc.aio.Server | None = None
         self.port = 0
         self.service: MessagingService | None = None
+        self._front: PermissiveFront | None = None
 
     async def start(self) -> int:
         """Binds and serves; returns the port (the configured one, or a free one for 0).
@@ -42,9 +44,18 @@ class ProxyServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
+        tls = config.tls()
         address = f"{config.bind_address}:{config.grpc_server_port}"
         try:
-            port = server.add_insecure_port(address)
+            if tls.mode is TlsMode.DISABLED:
+                port = server.add_insecure_port(address)
+            elif tls.mode is TlsMode.ENFORCING:
+                port = server.add_secure_port(address, tls.credentials())
+            else:
+                plain = server.add_insecure_port("127.0.0.1:0")
+                secure = server.add_secure_port("127.0.0.1:0", tls.credentials())
+                self._front = PermissiveFront(plain, secure)
+                port = await self._front.start(config.bind_address, config.grpc_server_port)
         except RuntimeError as exc:
             raise OSError(98, f"cannot bind {address}: {exc}") from None
         host = config.advertised_host or (
@@ -60,15 +71,19 @@ class ProxyServer:
         self._server = server
         self.port = port
         log.info(
-            "proxy (%s mode) serving gRPC at %s:%d, NameServers %s",
+            "proxy (%s mode) serving gRPC at %s:%d (TLS %s), NameServers %s",
             config.proxy_mode.value,
             host,
             port,
+            tls.mode.value,
             config.namesrv_addr,
         )
         return port
 
     async def stop(self) -> None:
+        if self._front is not None:
+            await self._front.stop()
+            self._front = None
         if self._server is not None:
             await self._server.stop(STOP_GRACE_S)
             self._server = None
