@@ -253,7 +253,35 @@ class ApacheRocketMQ:
             f"{log_tail(self.work / 'broker.log')}"
         )
 
-    def _start(self, name: str, main: str, port: int, ready_line: str | None = None) -> None:
+    def start_proxy(self) -> str:
+        """Starts RocketMQ's 5.x proxy (cluster mode) in front of the NameServer; its gRPC
+        address. TLS stays permissive, RocketMQ's default."""
+        self.proxy_port = free_port()
+        config = {
+            "rocketMQClusterName": "DefaultCluster",
+            "namesrvAddr": self.namesrv_addr,
+            "grpcServerPort": self.proxy_port,
+            "remotingListenPort": free_port(),
+            "proxyMode": "cluster",
+        }
+        (self.work / "rmq-proxy.json").write_text(json.dumps(config))
+        self._start(
+            "proxy",
+            "org.apache.rocketmq.proxy.ProxyStartup",
+            self.proxy_port,
+            arguments=["-pc", str(self.work / "rmq-proxy.json")],
+        )
+        return f"127.0.0.1:{self.proxy_port}"
+
+    def _start(
+        self,
+        name: str,
+        main: str,
+        port: int,
+        ready_line: str | None = None,
+        *,
+        arguments: list[str] | None = None,
+    ) -> None:
         log = self.work / f"{name}.log"
         env = dict(os.environ, ROCKETMQ_HOME=str(self.work / "home"))
         command = [
@@ -263,8 +291,11 @@ class ApacheRocketMQ:
             "-cp",
             f"{self.lib}/*",
             main,
-            "-c",
-            str(self.work / f"{name}.properties"),
+            *(
+                arguments
+                if arguments is not None
+                else ["-c", str(self.work / f"{name}.properties")]
+            ),
         ]
         with log.open("wb") as output:
             process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
