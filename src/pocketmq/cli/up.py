@@ -2,9 +2,10 @@
 
 Cluster `DefaultCluster`, broker `broker-a`, data under `./.pocketmq` (or `--data-dir`),
 `--namesrv-port` / `--broker-port` to move them (0 picks free ports), `-c broker.properties`
-for anything else (for example `flushDiskType=SYNC_FLUSH`). The file's `listenPort`,
-`brokerName` and `storePathRootDir` are honoured unless a flag says otherwise; its
-`namesrvAddr` cannot be (this process runs its own NameServer), which one warning line says.
+for anything else, the proxy's keys too (for example `flushDiskType=SYNC_FLUSH`,
+`tls.server.mode=disabled`). The file's `listenPort`, `brokerName` and `storePathRootDir` are
+honoured unless a flag says otherwise; its `namesrvAddr` cannot be (this process runs its own
+NameServer), which one warning line says.
 Unlike a plain broker, timer messages may be recalled (`recallMessageEnable=true`).
 The 5.x gRPC proxy serves in the same process (local mode) on `--proxy-port` (8081; 0 picks a
 free port, as it does by default when `--namesrv-port 0` asks for free ports).
@@ -102,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
             bind_address="127.0.0.1", broker_ip1="127.0.0.1", recall_message_enable=True
         )
         store_config = MessageStoreConfig()
-        from_file = apply_config_file(args.config, broker_config, store_config)
+        # The proxy's keys (`tls.server.mode`, ...) may sit in the same file.
+        proxy_config = ProxyConfig(proxy_mode=ProxyMode.LOCAL, bind_address="127.0.0.1")
+        from_file = apply_config_file(args.config, broker_config, store_config, proxy_config)
         # Flags beat the file, the file beats up's defaults (as for `pocketmq broker`).
         if args.broker_port is not None:
             broker_config.listen_port = args.broker_port
@@ -119,14 +122,9 @@ def run(args: argparse.Namespace) -> int:
         proxy_port = args.proxy_port
         if proxy_port is None:
             proxy_port = 0 if args.namesrv_port == 0 else PROXY_PORT_DEFAULT
-        proxy = ProxyServer(
-            ProxyConfig(
-                proxy_mode=ProxyMode.LOCAL,
-                grpc_server_port=proxy_port,
-                bind_address="127.0.0.1",
-                rocketmq_cluster_name=broker_config.broker_cluster_name,
-            )
-        )
+        proxy_config.grpc_server_port = proxy_port
+        proxy_config.rocketmq_cluster_name = broker_config.broker_cluster_name
+        proxy = ProxyServer(proxy_config)
 
         async def start() -> str:
             try:

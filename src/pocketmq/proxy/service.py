@@ -628,27 +628,31 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             _check_group(request.group.name)
         except ProxyError as exc:
             return rpc.AckMessageResponse(status=exc.status())
-        entries = []
-        for entry in request.entries:
-            try:
-                handle = self._handle(entry.receipt_handle)
-                address = await self._broker_of(request.topic.name, handle)
-                await self.brokers.pop_client(request.group.name, handle.broker_name).ack(
-                    address, request.topic.name, entry.receipt_handle
-                )
-                status = ok()
-            except ProxyError as exc:
-                status = exc.status()
-            except PopError as exc:
-                status = _pop_status(exc)
-            except RocketMQError as exc:
-                status = v2.Status(code=v2.INTERNAL_SERVER_ERROR, message=str(exc))
-            entries.append(
-                rpc.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
-                )
-            )
+        # Each entry is its own ACK_MESSAGE to its broker; they go out together.
+        entries = await asyncio.gather(
+            *(self._ack_one(request, entry) for entry in request.entries)
+        )
         return rpc.AckMessageResponse(status=_overall(entries), entries=entries)
+
+    async def _ack_one(
+        self, request: rpc.AckMessageRequest, entry: rpc.AckMessageEntry
+    ) -> rpc.AckMessageResultEntry:
+        try:
+            handle = self._handle(entry.receipt_handle)
+            address = await self._broker_of(request.topic.name, handle)
+            await self.brokers.pop_client(request.group.name, handle.broker_name).ack(
+                address, request.topic.name, entry.receipt_handle
+            )
+            status = ok()
+        except ProxyError as exc:
+            status = exc.status()
+        except PopError as exc:
+            status = _pop_status(exc)
+        except RocketMQError as exc:
+            status = v2.Status(code=v2.INTERNAL_SERVER_ERROR, message=str(exc))
+        return rpc.AckMessageResultEntry(
+            message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
+        )
 
     async def ChangeInvisibleDuration(
         self,
