@@ -4,6 +4,7 @@ on one port)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,14 @@ from typing import Any
 import grpc
 import pytest
 
+from pocketmq.client.admin import AdminClient, TopicSettings
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.grpc_v2 import definition_pb2 as v2
 from pocketmq.proxy.grpc_v2 import service_pb2 as rpc
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
 from pocketmq.proxy.server import ProxyServer
 from pocketmq.proxy.tls import TlsMode, throwaway_certificate
-from pocketmq.testing.cluster import InProcessCluster
+from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 METADATA = (("x-mq-client-id", "test-client@1"), ("x-mq-language", "PYTHON"))
 
@@ -205,3 +207,81 @@ def test_bad_requests_get_rocketmq_codes_and_the_proxy_keeps_serving(
         "receive of an unknown topic": v2.TOPIC_NOT_FOUND,
         "still serving": v2.TOPIC_NOT_FOUND,
     }
+
+
+@pytest.fixture
+def recall_cluster(tmp_path: Path) -> Iterator[InProcessCluster]:
+    cluster = start_cluster(tmp_path / "store", recall_message_enable=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_recall_and_offsets(recall_cluster: InProcessCluster) -> None:
+    cluster = recall_cluster
+
+    async def scenario() -> dict[str, Any]:
+        async with AdminClient([cluster.namesrv_addr]) as admin:
+            await admin.create_topic(
+                TopicSettings("Later", 1, 1, attributes="+message.type=DELAY"),
+                cluster="DefaultCluster",
+            )
+            assert await admin.wait_for_route("Later")
+        proxy = ProxyServer(
+            ProxyConfig(
+                namesrv_addr=cluster.namesrv_addr,
+                grpc_server_port=0,
+                bind_address="127.0.0.1",
+                tls_mode=TlsMode.DISABLED,
+            )
+        )
+        port = await proxy.start()
+        seen: dict[str, Any] = {}
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub: Any = service_pb2_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+                later = _message("Later", message_type=v2.DELAY)
+                later.system_properties.delivery_timestamp.FromSeconds(int(time.time()) + 600)
+                sent = await stub.SendMessage(
+                    rpc.SendMessageRequest(messages=[later]), metadata=METADATA
+                )
+                handle = sent.entries[0].recall_handle
+                seen["handle given"] = bool(handle)
+                recall = rpc.RecallMessageRequest(
+                    topic=v2.Resource(name="Later"), recall_handle=handle
+                )
+                answer = await stub.RecallMessage(recall, metadata=METADATA)
+                seen["recall"] = (answer.status.code, answer.message_id)
+                bad = rpc.RecallMessageRequest(
+                    topic=v2.Resource(name="Later"), recall_handle="not-a-handle"
+                )
+                seen["bad recall"] = (await stub.RecallMessage(bad, metadata=METADATA)).status.code
+                queue = v2.MessageQueue(
+                    topic=v2.Resource(name="Later"), id=0, broker=v2.Broker(name="broker-a")
+                )
+                update = rpc.UpdateOffsetRequest(
+                    group=v2.Resource(name="g"), message_queue=queue, offset=1
+                )
+                seen["update"] = (await stub.UpdateOffset(update, metadata=METADATA)).status.code
+                got = await stub.GetOffset(
+                    rpc.GetOffsetRequest(group=v2.Resource(name="g"), message_queue=queue),
+                    metadata=METADATA,
+                )
+                seen["get"] = (got.status.code, got.offset)
+                ends = {}
+                for policy in (v2.BEGINNING, v2.END):
+                    query = rpc.QueryOffsetRequest(message_queue=queue, query_offset_policy=policy)
+                    ends[policy] = (await stub.QueryOffset(query, metadata=METADATA)).offset
+                seen["ends"] = ends
+        finally:
+            await proxy.stop()
+        return seen
+
+    seen = cluster.call(scenario(), timeout_s=60)
+    assert seen["handle given"]
+    assert seen["recall"] == (v2.OK, "01ABC")
+    assert seen["bad recall"] == v2.BAD_REQUEST
+    assert seen["update"] == v2.OK
+    assert seen["get"] == (v2.OK, 1)
+    assert seen["ends"] == {v2.BEGINNING: 0, v2.END: 0}  # the message waits in the timer

@@ -49,6 +49,7 @@ class SendOutcome:
     offset_msg_id: str
     queue_id: int
     broker_name: str
+    recall_handle: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ class Brokers:
                 offset_msg_id=ext.get("msgId", ""),
                 queue_id=int(ext.get("queueId", str(queue_id))),
                 broker_name=broker_name,
+                recall_handle=ext.get("recallHandle", ""),
             )
         persistence = PERSISTENCE_CODES.get(response.code)
         if persistence is not None:
@@ -227,6 +229,19 @@ class Brokers:
             raise ProxyError(
                 v2.INTERNAL_SERVER_ERROR, f"end transaction at {address}: {exc}"
             ) from None
+
+    async def request(
+        self, address: str, code: int, fields: dict[str, str], what: str
+    ) -> dict[str, str]:
+        """One request that must succeed; its answer's ext fields.
+
+        Raises:
+            ProxyError: the broker refused (mapped as RocketMQ's proxy maps it) or is away.
+        """
+        response = await self._invoke(address, code, fields)
+        if response.code != ResponseCode.SUCCESS:
+            raise ProxyError.from_remoting(response.code, response.remark or what)
+        return dict(response.ext_fields)
 
     async def send_back_to_dlq(
         self, address: str, group: str, commit_log_offset: int, origin_topic: str, message_id: str

@@ -21,8 +21,9 @@ import grpc
 
 from pocketmq.client.errors import RocketMQError
 from pocketmq.client.pop import PopError
-from pocketmq.common.codes import ResponseCode
+from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import PERM_READ, PERM_WRITE
+from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
 from pocketmq.common.receipt_handle import HandleError, ReceiptHandle
 from pocketmq.common.stored_message import MessageDecodeError, decode_record
 from pocketmq.common.topic_names import TopicError, is_system_topic, validate_topic_name
@@ -417,9 +418,112 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     if message.message_type == v2.TRANSACTION
                     else "",
                     offset=sent.queue_offset,
+                    recall_handle=sent.recall_handle,
                 )
             )
         return rpc.SendMessageResponse(status=_overall(entries), entries=entries)
+
+    async def RecallMessage(
+        self, request: rpc.RecallMessageRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc.RecallMessageResponse:
+        try:
+            _check_topic(request.topic.name)
+            try:
+                handle = decode_recall_handle(request.recall_handle)
+            except RecallHandleError as exc:
+                raise ProxyError(v2.BAD_REQUEST, str(exc)) from None
+            route = await self.brokers.route(request.topic.name)
+            address = self.brokers.masters(route).get(handle.broker_name)
+            if address is None:
+                raise ProxyError(
+                    v2.BAD_REQUEST, f"broker {handle.broker_name} of the handle is unknown"
+                )
+            answer = await self.brokers.request(
+                address,
+                RequestCode.RECALL_MESSAGE,
+                {
+                    "producerGroup": request.topic.name,
+                    "topic": request.topic.name,
+                    "recallHandle": request.recall_handle,
+                },
+                "recall failed",
+            )
+        except ProxyError as exc:
+            return rpc.RecallMessageResponse(status=exc.status())
+        return rpc.RecallMessageResponse(status=ok(), message_id=answer.get("msgId", ""))
+
+    # -- offsets (pull-style clients) ---------------------------------------------------------
+
+    async def _queue_broker(self, queue: v2.MessageQueue) -> str:
+        _check_topic(queue.topic.name)
+        route = await self.brokers.route(queue.topic.name)
+        masters = self.brokers.masters(route)
+        address = masters.get(queue.broker.name) or next(iter(masters.values()), None)
+        if address is None:
+            raise ProxyError(v2.FORBIDDEN, f"no broker serves {queue.topic.name}")
+        return address
+
+    async def GetOffset(
+        self, request: rpc.GetOffsetRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc.GetOffsetResponse:
+        try:
+            _check_group(request.group.name)
+            queue = request.message_queue
+            answer = await self.brokers.request(
+                await self._queue_broker(queue),
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": request.group.name,
+                    "topic": queue.topic.name,
+                    "queueId": str(queue.id),
+                },
+                "no offset",
+            )
+        except ProxyError as exc:
+            return rpc.GetOffsetResponse(status=exc.status())
+        return rpc.GetOffsetResponse(status=ok(), offset=int(answer.get("offset", "0")))
+
+    async def UpdateOffset(
+        self, request: rpc.UpdateOffsetRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc.UpdateOffsetResponse:
+        try:
+            _check_group(request.group.name)
+            queue = request.message_queue
+            await self.brokers.request(
+                await self._queue_broker(queue),
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": request.group.name,
+                    "topic": queue.topic.name,
+                    "queueId": str(queue.id),
+                    "commitOffset": str(request.offset),
+                },
+                "offset not committed",
+            )
+        except ProxyError as exc:
+            return rpc.UpdateOffsetResponse(status=exc.status())
+        return rpc.UpdateOffsetResponse(status=ok())
+
+    async def QueryOffset(
+        self, request: rpc.QueryOffsetRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rpc.QueryOffsetResponse:
+        queue = request.message_queue
+        fields = {"topic": queue.topic.name, "queueId": str(queue.id)}
+        policy = request.query_offset_policy
+        if policy == v2.BEGINNING:
+            code = RequestCode.GET_MIN_OFFSET
+        elif policy == v2.TIMESTAMP:
+            code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+            fields["timestamp"] = str(request.timestamp.ToMilliseconds())
+        else:
+            code = RequestCode.GET_MAX_OFFSET
+        try:
+            answer = await self.brokers.request(
+                await self._queue_broker(queue), code, fields, "offset not found"
+            )
+        except ProxyError as exc:
+            return rpc.QueryOffsetResponse(status=exc.status())
+        return rpc.QueryOffsetResponse(status=ok(), offset=int(answer.get("offset", "0")))
 
     async def EndTransaction(
         self, request: rpc.EndTransactionRequest, context: grpc.aio.ServicerContext[Any, Any]
