@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pocketmq.common.config import ConfigFileError, apply_properties, key, load_properties
 from pocketmq.proxy.convert import SendLimits
-from pocketmq.proxy.service import ProxySettings
+from pocketmq.proxy.requests import ProxySettings
 from pocketmq.proxy.tls import TlsMode, TlsSettings
 
 
