@@ -25,7 +25,7 @@ from pocketmq.common.constants import (
     MESSAGE_MAGIC_CODE_V2,
     STOREHOSTADDRESS_V6_FLAG,
 )
-from pocketmq.common.properties import decode_properties
+from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.common.stored_layout import (
     FIXED,
     HEAD_SIZE,
@@ -175,6 +175,35 @@ def encode_record(
         crc=body_crc(body) if crc is None else crc,
     )
     return bytes(buf)
+
+
+def reencode(
+    stored: StoredMessage,
+    *,
+    topic: str | None = None,
+    properties: dict[str, str] | None = None,
+    queue_id: int | None = None,
+) -> bytes:
+    """`stored` encoded again as a record, with the topic, properties or queue id replaced (a
+    half message shown to its checker under its real topic, a retry copy under its own)."""
+    return encode_record(
+        topic=(stored.topic if topic is None else topic).encode(),
+        body=stored.body,
+        properties=encode_properties(
+            stored.properties if properties is None else properties
+        ).encode(),
+        queue_id=stored.queue_id if queue_id is None else queue_id,
+        flag=stored.flag,
+        queue_offset=stored.queue_offset,
+        physical_offset=stored.physical_offset,
+        sys_flag=stored.sys_flag,
+        born_timestamp=stored.born_timestamp,
+        born_host=pack_host(stored.born_host),
+        store_timestamp=stored.store_timestamp,
+        store_host=pack_host(stored.store_host),
+        reconsume_times=stored.reconsume_times,
+        prepared_transaction_offset=stored.prepared_transaction_offset,
+    )
 
 
 def fixed_part(born_host_len: int, store_host_len: int) -> struct.Struct:

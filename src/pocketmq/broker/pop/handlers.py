@@ -33,7 +33,6 @@ from pocketmq.broker.pop.service import PopFailure, Popped, PopService
 from pocketmq.broker.pull import MessageFilter
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import PERM_READ
-from pocketmq.common.properties import encode_properties
 from pocketmq.common.receipt_handle import (
     ORDER_REVIVE_QID,
     HandleError,
@@ -43,7 +42,7 @@ from pocketmq.common.receipt_handle import (
     real_topic,
     retry_flag,
 )
-from pocketmq.common.stored_message import decode_record, encode_record, pack_host
+from pocketmq.common.stored_message import decode_record, reencode
 from pocketmq.common.subscription import SubscriptionError, parse_subscription
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.store.api import PutResult
@@ -348,22 +347,7 @@ class PopHandlers:
         )
         properties = dict(stored.properties)
         properties.setdefault(PROPERTY_POP_CK, handle.encode())
-        return encode_record(
-            topic=header.topic.encode(),
-            body=stored.body,
-            properties=encode_properties(properties).encode(),
-            queue_id=stored.queue_id,
-            flag=stored.flag,
-            queue_offset=stored.queue_offset,
-            physical_offset=stored.physical_offset,
-            sys_flag=stored.sys_flag,
-            born_timestamp=stored.born_timestamp,
-            born_host=pack_host(stored.born_host),
-            store_timestamp=stored.store_timestamp,
-            store_host=pack_host(stored.store_host),
-            reconsume_times=stored.reconsume_times,
-            prepared_transaction_offset=stored.prepared_transaction_offset,
-        )
+        return reencode(stored, topic=header.topic, properties=properties)
 
     # -- ACK_MESSAGE, BATCH_ACK_MESSAGE --------------------------------------------------
 
@@ -371,19 +355,9 @@ class PopHandlers:
     async def ack(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
-        fields = request.ext_fields
-        group = required_text(fields, "consumerGroup")
-        topic = required_text(fields, "topic")
-        queue_id = required_int(fields, "queueId")
-        offset = required_long(fields, "offset")
-        refusal = self._check_message(request, topic, queue_id, offset)
-        if refusal is not None:
-            return refusal
-        try:
-            handle = ReceiptHandle.parse(required_text(fields, "extraInfo"))
-        except HandleError as exc:
-            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        ref = MessageRef((group, topic, queue_id, handle.start_offset, handle.pop_time), offset)
+        ref = self._message_ref(request)
+        if isinstance(ref, RemotingCommand):
+            return ref
         refused, failure = await self.service.ack([ref])
         if failure is not None:
             return _store_failure(request, failure)
@@ -430,20 +404,10 @@ class PopHandlers:
     async def change_invisible_time(
         self, request: RemotingCommand, channel: Channel | None = None
     ) -> RemotingCommand:
-        fields = request.ext_fields
-        group = required_text(fields, "consumerGroup")
-        topic = required_text(fields, "topic")
-        queue_id = required_int(fields, "queueId")
-        offset = required_long(fields, "offset")
-        invisible_ms = required_long(fields, "invisibleTime")
-        refusal = self._check_message(request, topic, queue_id, offset)
-        if refusal is not None:
-            return refusal
-        try:
-            handle = ReceiptHandle.parse(required_text(fields, "extraInfo"))
-        except HandleError as exc:
-            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        ref = MessageRef((group, topic, queue_id, handle.start_offset, handle.pop_time), offset)
+        invisible_ms = required_long(request.ext_fields, "invisibleTime")
+        ref = self._message_ref(request)
+        if isinstance(ref, RemotingCommand):
+            return ref
         outcome = await self.service.change_invisible(ref, max(invisible_ms, 0))
         if outcome is None:
             return error_response(request, ResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
@@ -459,6 +423,26 @@ class PopHandlers:
                 "reviveQid": str(ORDER_REVIVE_QID if outcome.order else outcome.revive_qid),
             },
         )
+
+    def _message_ref(self, request: RemotingCommand) -> MessageRef | RemotingCommand:
+        """The message an ACK_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME names, or the refusal.
+
+        Raises:
+            HeaderError: a header field is missing or not a number.
+        """
+        fields = request.ext_fields
+        group = required_text(fields, "consumerGroup")
+        topic = required_text(fields, "topic")
+        queue_id = required_int(fields, "queueId")
+        offset = required_long(fields, "offset")
+        refusal = self._check_message(request, topic, queue_id, offset)
+        if refusal is not None:
+            return refusal
+        try:
+            handle = ReceiptHandle.parse(required_text(fields, "extraInfo"))
+        except HandleError as exc:
+            return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        return MessageRef((group, topic, queue_id, handle.start_offset, handle.pop_time), offset)
 
     def _check_message(
         self, request: RemotingCommand, topic: str, queue_id: int, offset: int

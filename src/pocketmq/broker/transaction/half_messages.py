@@ -46,7 +46,7 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.message_id import create_offset_msg_id
 from pocketmq.common.properties import decode_properties, encode_properties
-from pocketmq.common.stored_message import HostAddress, StoredMessage, encode_record, pack_host
+from pocketmq.common.stored_message import HostAddress, StoredMessage, reencode
 from pocketmq.common.topic_names import (
     TRANSACTION_CHECK_GROUP,
     TRANSACTION_CHECK_MAX_TIME_TOPIC,
@@ -457,22 +457,7 @@ def check_request(half: StoredMessage, broker_name: str) -> tuple[dict[str, str]
     if uniq_key:
         fields["msgId"] = uniq_key
         fields["transactionId"] = uniq_key
-    body = encode_record(
-        topic=topic.encode(),
-        body=half.body,
-        properties=encode_properties(half.properties).encode(),
-        queue_id=queue_id,
-        flag=half.flag,
-        queue_offset=half.queue_offset,
-        physical_offset=half.physical_offset,
-        sys_flag=half.sys_flag,
-        born_timestamp=half.born_timestamp,
-        born_host=pack_host(half.born_host),
-        store_timestamp=half.store_timestamp,
-        store_host=pack_host(half.store_host),
-        reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.prepared_transaction_offset,
-    )
+    body = reencode(half, topic=topic, queue_id=queue_id)
     return fields, body
 
 
