@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pocketmq.client.errors import RocketMQError, TopicNotFoundError
+from pocketmq.client.errors import RequestTimeoutError, RocketMQError, TopicNotFoundError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.pop import PopClient, PopError, PopResult
 from pocketmq.common.codes import RequestCode, ResponseCode
@@ -157,11 +157,10 @@ class Brokers:
     ) -> RemotingCommand:
         try:
             return await self.instance.invoke(address, code, fields, body, timeout_s=timeout_s)
+        except RequestTimeoutError as exc:
+            raise ProxyError(v2.PROXY_TIMEOUT, f"broker {address}: {exc}") from None
         except RocketMQError as exc:
-            raise ProxyError(
-                v2.PROXY_TIMEOUT if "within" in str(exc) else v2.INTERNAL_SERVER_ERROR,
-                f"broker {address}: {exc}",
-            ) from None
+            raise ProxyError(v2.INTERNAL_SERVER_ERROR, f"broker {address}: {exc}") from None
 
     async def send(
         self,
