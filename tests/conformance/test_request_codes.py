@@ -83,6 +83,11 @@ LISTED: dict[str, str] = {
     "INVOKE_BROKER_TO_RESET_OFFSET/broker/unknown": CHECK_ORDER,
     "INVOKE_BROKER_TO_RESET_OFFSET/broker/huge": CHECK_ORDER,
     "PULL_MESSAGE/broker/unknown": CHECK_ORDER,
+    **{
+        f"{code}/broker/{variant}": CHECK_ORDER
+        for code in ("POP_MESSAGE", "ACK_MESSAGE", "CHANGE_MESSAGE_INVISIBLETIME")
+        for variant in ("unknown", "huge")
+    },
     "UPDATE_CONSUMER_OFFSET/broker/unknown": CHECK_ORDER,
     "UPDATE_CONSUMER_OFFSET/broker/huge": CHECK_ORDER,
     "QUERY_CONSUMER_OFFSET/broker/unknown": "RocketMQ 4's rule: a new group starts at offset 0 "

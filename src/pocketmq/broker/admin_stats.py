@@ -303,8 +303,11 @@ class AdminStatsHandlers:
     async def subscription_group(
         self, request: RemotingCommand, channel: Channel
     ) -> RemotingCommand:
-        """GET_SUBSCRIPTIONGROUP_CONFIG: one group's `SubscriptionGroupConfig`."""
+        """GET_SUBSCRIPTIONGROUP_CONFIG: one group's `SubscriptionGroupConfig`; an unknown group
+        is created first with `autoCreateSubscriptionGroup`, as RocketMQ's lookup does."""
         name = required_text(request.ext_fields, "group")
+        if name not in self.groups.groups and self._broker_config.auto_create_subscription_group:
+            await self.ensure_group(name)
         config = self.groups.groups.get(name)
         if config is None:
             return error_response(
