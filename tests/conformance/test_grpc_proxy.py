@@ -21,12 +21,10 @@ from pocketmq.proxy.grpc_v2 import service_pb2 as rpc
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
 from pocketmq.testing import ServerProcess
 from tests.conformance.reference import (
-    CLIENT_JVM,
     ApacheRocketMQ,
     ReferenceUnavailable,
-    grpc_drivers,
 )
-from tests.interop.test_grpc_clients import Client, Run
+from tests.interop.test_grpc_clients import Client, Run, java_client
 
 pytestmark = pytest.mark.conformance
 
@@ -53,15 +51,7 @@ def servers(apache_rocketmq: ApacheRocketMQ, pocketmq_twin: ServerProcess) -> Se
 def java5(tmp_path_factory: pytest.TempPathFactory) -> Client:
     """The Java client: it waits for the proxy's settings at start (the Python client does not,
     and RocketMQ's proxy answers its first receive with an INTERNAL_SERVER_ERROR then)."""
-    try:
-        classpath = grpc_drivers()
-    except ReferenceUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    logs = tmp_path_factory.mktemp("java5-logs")
-    return Client(
-        "java5",
-        ["java", *CLIENT_JVM, f"-Drocketmq.log.root={logs}", "-cp", classpath, "GrpcClient"],
-    )
+    return java_client(tmp_path_factory)
 
 
 def _admin(namesrv: str, work: Any) -> None:

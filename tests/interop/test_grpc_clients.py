@@ -86,6 +86,11 @@ def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             return Client("go5", [str(go_driver(GO5_DIR))])
         except ReferenceUnavailable as exc:
             pytest.fail(str(exc), pytrace=False)
+    return java_client(tmp_path_factory)
+
+
+def java_client(tmp_path_factory: pytest.TempPathFactory) -> Client:
+    """The Java client's driver (`java/grpc/GrpcClient.java`), compiled on first use."""
     try:
         classpath = grpc_drivers()
     except ReferenceUnavailable as exc:

@@ -34,7 +34,7 @@ from pocketmq.proxy.requests import (
     client_id,
     now_timestamp,
     overall,
-    pop_status,
+    status_of,
 )
 from pocketmq.proxy.sessions import Sessions
 from pocketmq.proxy.status import ProxyError, ok
@@ -203,12 +203,8 @@ class Consuming:
                 address, request.topic.name, entry.receipt_handle
             )
             status = ok()
-        except ProxyError as exc:
-            status = exc.status()
-        except PopError as exc:
-            status = pop_status(exc)
-        except RocketMQError as exc:
-            status = v2.Status(code=v2.INTERNAL_SERVER_ERROR, message=str(exc))
+        except (ProxyError, PopError, RocketMQError) as exc:
+            status = status_of(exc)
         return rpc.AckMessageResultEntry(
             message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
         )
@@ -234,14 +230,8 @@ class Consuming:
             ).change_invisible_time(
                 address, request.topic.name, request.receipt_handle, invisible_ms
             )
-        except ProxyError as exc:
-            return rpc.ChangeInvisibleDurationResponse(status=exc.status())
-        except PopError as exc:
-            return rpc.ChangeInvisibleDurationResponse(status=pop_status(exc))
-        except RocketMQError as exc:
-            return rpc.ChangeInvisibleDurationResponse(
-                status=v2.Status(code=v2.INTERNAL_SERVER_ERROR, message=str(exc))
-            )
+        except (ProxyError, PopError, RocketMQError) as exc:
+            return rpc.ChangeInvisibleDurationResponse(status=status_of(exc))
         return rpc.ChangeInvisibleDurationResponse(
             status=ok(), receipt_handle=f"{new_handle} {handle.commit_log_offset}"
         )
@@ -271,10 +261,8 @@ class Consuming:
             await self.brokers.pop_client(request.group.name, handle.broker_name).ack(
                 address, request.topic.name, request.receipt_handle
             )
-        except ProxyError as exc:
-            return rpc.ForwardMessageToDeadLetterQueueResponse(status=exc.status())
-        except PopError as exc:
-            return rpc.ForwardMessageToDeadLetterQueueResponse(status=pop_status(exc))
+        except (ProxyError, PopError, RocketMQError) as exc:
+            return rpc.ForwardMessageToDeadLetterQueueResponse(status=status_of(exc))
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
     # -- offsets (pull-style clients) ---------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any, Final
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from pocketmq.client.errors import RocketMQError
 from pocketmq.client.pop import PopError
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.topic_names import TopicError, is_system_topic, validate_topic_name
@@ -80,6 +81,16 @@ def pop_status(error: PopError) -> v2.Status:
     if error.code == ResponseCode.NO_MESSAGE:
         return v2.Status(code=v2.INVALID_RECEIPT_HANDLE, message=error.remark)
     return ProxyError.from_remoting(error.code, error.remark).status()
+
+
+def status_of(error: ProxyError | PopError | RocketMQError) -> v2.Status:
+    """The status of a failed call to a broker: the proxy's own refusal, the broker's refusal
+    of an ack or a change, or a broker that could not be reached."""
+    if isinstance(error, ProxyError):
+        return error.status()
+    if isinstance(error, PopError):
+        return pop_status(error)
+    return v2.Status(code=v2.INTERNAL_SERVER_ERROR, message=str(error))
 
 
 def overall(entries: list[Any]) -> v2.Status:

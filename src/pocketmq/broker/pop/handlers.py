@@ -230,7 +230,7 @@ class PopHandlers:
             try:
                 popped = await self._pop_once(header, queues, selection)
             except PopFailure as exc:
-                return _store_failure(request, exc.result)
+                return self._store_failure(request, exc.result)
             if popped or loop.time() >= deadline:
                 break
             wait_s = deadline - loop.time()
@@ -360,7 +360,7 @@ class PopHandlers:
             return ref
         refused, failure = await self.service.ack([ref])
         if failure is not None:
-            return _store_failure(request, failure)
+            return self._store_failure(request, failure)
         if refused:
             return error_response(request, ResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
@@ -395,7 +395,7 @@ class PopHandlers:
             refs = [MessageRef(key, start + i) for i in bits]
             _, failure = await self.service.ack(refs)
             if failure is not None:
-                return _store_failure(request, failure)
+                return self._store_failure(request, failure)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     # -- CHANGE_MESSAGE_INVISIBLETIME --------------------------------------------------------
@@ -412,7 +412,7 @@ class PopHandlers:
         if outcome is None:
             return error_response(request, ResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
         if isinstance(outcome, PutResult):
-            return _store_failure(request, outcome)
+            return self._store_failure(request, outcome)
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,
@@ -423,6 +423,11 @@ class PopHandlers:
                 "reviveQid": str(ORDER_REVIVE_QID if outcome.order else outcome.revive_qid),
             },
         )
+
+    def _store_failure(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+        """A pop, ack or change whose record was not stored, answered as a send would be."""
+        code, remark = self.service.put_path.failure_answer(result)
+        return error_response(request, code, f"the pop record was not stored: {remark}")
 
     def _message_ref(self, request: RemotingCommand) -> MessageRef | RemotingCommand:
         """The message an ACK_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME names, or the refusal.
@@ -477,17 +482,6 @@ class PopHandlers:
                 f"offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{low},{high}",
             )
         return None
-
-
-def _store_failure(request: RemotingCommand, result: PutResult) -> RemotingCommand:
-    detail = f" ({result.remark})" if result.remark else ""
-    return error_response(
-        request,
-        ResponseCode.SERVICE_NOT_AVAILABLE
-        if not result.status.name.startswith("FLUSH")
-        else ResponseCode.SYSTEM_ERROR,
-        f"the pop record was not stored: {result.status.value}{detail}",
-    )
 
 
 def _bit_indexes(value: object) -> list[int]:
