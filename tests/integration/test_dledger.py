@@ -222,11 +222,14 @@ def test_timer_and_delayed_messages_are_delivered_once_across_a_failover(
     assert sorted(delivered) == sorted(expected), f"delivered twice on {new_master}"
 
 
+@pytest.mark.parametrize("topic", [TOPIC, "CreatedOnFirstSend"])
 def test_a_send_waits_within_its_timeout_for_a_group_without_a_master(
-    group: DLedgerGroup,
+    group: DLedgerGroup, topic: str
 ) -> None:
     """Two of three replicas down: no majority, no master; the send started then succeeds
-    once one of them is back, instead of failing at once for want of a writable queue."""
+    once one of them is back, instead of failing at once for want of a writable queue. The
+    same holds for a topic the broker is to create on that send (its queues are borrowed from
+    the auto-create topic's route, which has no master either)."""
     master = group.wait_master()
     send_all(group, 3, "g")
     others = [name for name in group.replicas if name != master]
@@ -243,7 +246,7 @@ def test_a_send_waits_within_its_timeout_for_a_group_without_a_master(
         restarter = threading.Timer(1.0, group.start, args=(master,))
         restarter.start()
         try:
-            result = producer.send(Message(TOPIC, b"after the outage"))
+            result = producer.send(Message(topic, b"after the outage"))
         finally:
             restarter.join(timeout=60)
     assert result.status is SendStatus.SEND_OK

@@ -2,7 +2,9 @@
 
 Usage: cpp_push_consume.py NAMESRV GROUP TOPIC EXPECTED TIMEOUT [--broadcast] [--tags EXPR]
 Prints `{"started": true}` once started, then one line per message, then a summary; it stops
-when EXPECTED messages arrived, when stdin closes (the test stops it), or after TIMEOUT seconds.
+when EXPECTED distinct messages arrived (delivery is at least once: a redelivered message is
+printed again but counted once towards EXPECTED), when stdin closes (the test stops it), or
+after TIMEOUT seconds.
 """
 
 import argparse
@@ -29,13 +31,14 @@ def main() -> int:
     args = parser.parse_args()
     lock = threading.Lock()
     count = [0]
-
+    distinct = set()
     last = [0.0]
 
     def on_message(message):
         if args.summary_only:
             with lock:
                 count[0] += 1
+                distinct.add(message.id)
                 last[0] = time.time()
             return
         line = json.dumps(
@@ -53,6 +56,7 @@ def main() -> int:
         )
         with lock:
             count[0] += 1
+            distinct.add(message.id)
             print(line, flush=True)
 
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
@@ -69,12 +73,13 @@ def main() -> int:
     deadline = time.time() + args.timeout
     while time.time() < deadline and not stop.is_set():
         with lock:
-            if args.expected and count[0] >= args.expected:
+            if args.expected and len(distinct) >= args.expected:
                 break
         time.sleep(0.1)
     consumer.shutdown()
     seconds = (last[0] - started) if last[0] else None
-    print(json.dumps({"summary": True, "received": count[0], "seconds": seconds}), flush=True)
+    summary = {"summary": True, "received": count[0], "distinct": len(distinct), "seconds": seconds}
+    print(json.dumps(summary), flush=True)
     return 0
 
 

@@ -415,16 +415,33 @@ class Producer:
         try:
             await self.instance.fetch_route(topic)
         except TopicNotFoundError:
-            default = await self.instance.route(AUTO_CREATE_TOPIC)
-            borrowed = publish_queues(topic, default)
-            # The broker creates the topic with this many queues (`defaultTopicQueueNums`).
-            queues = tuple(q for q in borrowed.queues if q.queue_id < self.default_topic_queue_nums)
-            if not queues:
-                raise
-            log.info("topic %s has no route yet: sending through %s", topic, AUTO_CREATE_TOPIC)
-            return TopicPublishInfo(topic, queues)
+            return await self._borrowed_publish_info(topic, fresh=False)
         await self.instance.send_heartbeats()
         return self.instance.routes.publish[topic]
+
+    async def _borrowed_publish_info(self, topic: str, *, fresh: bool) -> TopicPublishInfo:
+        """Queues for a topic the broker will create on the first send, taken from the
+        auto-create topic's route (re-asked when `fresh`).
+
+        Raises:
+            TopicNotFoundError: no broker group would create it, now or after an election.
+        """
+        if fresh:
+            default = await self.instance.fetch_route(AUTO_CREATE_TOPIC)
+        else:
+            default = await self.instance.route(AUTO_CREATE_TOPIC)
+        borrowed = publish_queues(topic, default)
+        # The broker creates the topic with this many queues (`defaultTopicQueueNums`).
+        queues = tuple(q for q in borrowed.queues if q.queue_id < self.default_topic_queue_nums)
+        if not queues and not borrowed.awaiting_master:
+            raise TopicNotFoundError(
+                f"topic {topic} does not exist: create it with `pocketmq admin updateTopic "
+                f"-t {topic} -c <cluster>`, or enable autoCreateTopicEnable on the broker",
+                ResponseCode.TOPIC_NOT_EXIST,
+            )
+        if queues:
+            log.info("topic %s has no route yet: sending through %s", topic, AUTO_CREATE_TOPIC)
+        return TopicPublishInfo(topic, queues, awaiting_master=not queues)
 
     async def _master_address(self, broker_name: str, topic: str | None = None) -> str:
         address = self.instance.routes.master_address(broker_name)
@@ -505,6 +522,11 @@ class Producer:
         `keep_empty`) names no writable queue."""
         try:
             await self.instance.fetch_route(topic)
+        except TopicNotFoundError:
+            try:
+                return await self._borrowed_publish_info(topic, fresh=True)
+            except RocketMQError:
+                return current
         except RocketMQError:
             return current
         refreshed = self.instance.routes.publish.get(topic)
