@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +125,19 @@ def _compiled_drivers(pom: Path, folder: Path, name: str) -> str:
 
 
 def run_java_driver(
-    classpath: str, main: str, args: list[str], log_dir: Path, timeout_s: float = 180
+    classpath: str,
+    main: str,
+    args: list[str],
+    log_dir: Path,
+    timeout_s: float = 180,
+    jvm: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Runs one driver; returns the JSON transcript it prints as its last stdout line."""
+    """Runs one driver (`jvm`: extra JVM options, e.g. `-Dtls.enable=true`); returns the JSON
+    transcript it prints as its last stdout line."""
     command = [
         "java",
         *CLIENT_JVM,
+        *jvm,
         f"-Drocketmq.client.logRoot={log_dir}",
         # Broadcasting consumers keep their offsets here: one folder per run, so a run against
         # one server does not resume from offsets another run stored.

@@ -18,7 +18,7 @@ from pocketmq.proxy.grpc_v2 import definition_pb2 as v2
 from pocketmq.proxy.grpc_v2 import service_pb2 as rpc
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
 from pocketmq.proxy.server import ProxyServer
-from pocketmq.proxy.tls import TlsMode, throwaway_certificate
+from pocketmq.remoting.tls import TlsMode, throwaway_certificate
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 METADATA = (("x-mq-client-id", "test-client@1"), ("x-mq-language", "PYTHON"))

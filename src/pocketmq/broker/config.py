@@ -52,6 +52,10 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = key("serverChannelMaxIdleTimeSeconds", 120)
     slave_read_enable: bool = key("slaveReadEnable", False)
     enable_property_filter: bool = key("enablePropertyFilter", False)
+    acl_enable: bool = key("aclEnable", False)
+    acl_file_path: str = key("aclFilePath", "")
+    """ACL 1.0 accounts: a `plain_acl.yml` or a folder of them; empty looks in
+    `$ROCKETMQ_HOME/conf/` as RocketMQ 4.9 does."""
     # Transactions: a half younger than the timeout is not checked back; the check-back runs
     # every interval and discards a half after `transactionCheckMax` checks.
     reject_transaction_message: bool = key("rejectTransactionMessage", False)

@@ -16,6 +16,8 @@ import logging
 import time
 from typing import Any, Final
 
+from pocketmq.acl.hook import AclHook
+from pocketmq.broker.acl_handlers import AclAdminHandlers
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.controlled.metadata import MetadataLog
@@ -151,6 +153,7 @@ class BrokerServer:
         self._wiring: BrokerWiring | None = None
         self._persistence: MetadataPersistence | None = None
         self._started_ms = 0
+        self.acl: AclHook | None = None
 
     @property
     def address(self) -> str:
@@ -161,6 +164,8 @@ class BrokerServer:
     async def start(self) -> None:
         """Recovers the store and starts serving; returns when the broker accepts requests."""
         self._started_ms = self.clock.now_ms()
+        if self.config.acl_enable and self.acl is None:
+            self.acl = AclHook(self.config.acl_file_path)  # a bad file stops the start here
         server = RemotingServer(
             {},
             host=self.config.bind_address,
@@ -247,6 +252,17 @@ class BrokerServer:
             wiring.pop,
         )
         server.handlers.update(wiring.routes())
+        server.handlers.update(
+            AclAdminHandlers(
+                self.acl,
+                cluster_name=self.config.broker_cluster_name,
+                broker_name=self.config.broker_name,
+                broker_address=lambda: self.address,
+            ).routes()
+        )
+        if self.acl is not None:
+            server.guard = self.acl.guard
+            self.acl.start()
         server.on_channel_closed.append(wiring.client_handlers.channel_closed)
         if dledger is not None:
             # Before serving: restoring from the Raft log may cut the CommitLog back.
@@ -474,6 +490,8 @@ class BrokerServer:
             self._wiring.holds.close()
         if self.server is not None:
             await self.server.stop(grace_s)
+        if self.acl is not None:
+            await self.acl.stop()
         await self.replica.stop()
         if self.controlled is not None:
             await self.controlled.stop()

@@ -21,9 +21,11 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from pocketmq.cli import (
+    admin_acl,
     admin_brokers,
     admin_container,
     admin_controller,
@@ -37,6 +39,9 @@ from pocketmq.cli import (
 from pocketmq.cli.admin_report import Report
 from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
 from pocketmq.client.admin import AdminClient, AdminError
+from pocketmq.client.credentials import SessionCredentials, tools_yml_credentials
+from pocketmq.common.config import ConfigError
+from pocketmq.remoting.tls import TlsConfig
 
 log = logging.getLogger("pocketmq.admin")
 
@@ -104,14 +109,39 @@ def register(commands: Any) -> set[str]:
     )
     common.add_argument("--json", action="store_true", help="print one JSON document")
     common.add_argument(
+        "--tls",
+        action="store_true",
+        help="connect with TLS (tls.client.* keys from tls.config.file, as mqadmin's -D)",
+    )
+    signed = argparse.ArgumentParser(add_help=False)
+    signed.add_argument(
+        "--accessKey",
+        dest="auth_access_key",
+        help="ACL access key (default: accessKey of $ROCKETMQ_HOME/conf/tools.yml)",
+    )
+    signed.add_argument(
+        "--secretKey", dest="auth_secret_key", help="ACL secret key (default: from tools.yml)"
+    )
+    # The ACL commands' -a/--accessKey name the account they change (as mqadmin's do).
+    signed_acl = argparse.ArgumentParser(add_help=False)
+    signed_acl.add_argument(
+        "--authAccessKey", dest="auth_access_key", help="the admin account's access key"
+    )
+    signed_acl.add_argument(
+        "--authSecretKey", dest="auth_secret_key", help="the admin account's secret key"
+    )
+    common.add_argument(
         "--timeout", type=float, default=5.0, help="seconds to wait for each answer (5)"
     )
 
     names: set[str] = set()
 
-    def add(name: str, command: Command, help_text: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, command: Command, help_text: str, *, names_accounts: bool = False
+    ) -> argparse.ArgumentParser:
         names.add(name)
-        child: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text)
+        parents = [common, signed_acl if names_accounts else signed]
+        child: argparse.ArgumentParser = sub.add_parser(name, parents=parents, help=help_text)
         child.set_defaults(run=run, command=command)
         return child
 
@@ -253,6 +283,7 @@ def register(commands: Any) -> set[str]:
     admin_dledger.register(add)
     admin_controller.register(add)
     admin_container.register(add)
+    admin_acl.register(add)
     parser.set_defaults(run=run)
     return names
 
@@ -264,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.admin_command
     try:
         report = event_loop.run(_execute(args))
-    except AdminError as exc:
+    except (AdminError, ConfigError) as exc:
         sys.stderr.write(f"pocketmq admin {name}: {exc}\n")
         return 1
     except KeyboardInterrupt:
@@ -284,8 +315,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def admin_credentials(access_key: str | None, secret_key: str | None) -> SessionCredentials | None:
+    """The account admin requests are signed with: the flags, else mqadmin's tools.yml.
+
+    Raises:
+        AdminError: one flag without the other, or a tools.yml that cannot be read.
+    """
+    if access_key or secret_key:
+        if not (access_key and secret_key):
+            raise AdminError("an access key and a secret key go together: pass both")
+        return SessionCredentials(access_key, secret_key)
+    home = os.environ.get("ROCKETMQ_HOME")
+    if not home:
+        return None
+    try:
+        return tools_yml_credentials(Path(home) / "conf" / "tools.yml")
+    except ValueError as exc:
+        raise AdminError(str(exc)) from None
+
+
 async def _execute(args: argparse.Namespace) -> Report:
     addresses = split_namesrv_addresses(args.namesrvAddr or os.environ.get(NAMESRV_ADDR_ENV))
-    async with AdminClient(addresses, timeout_s=args.timeout) as admin:
+    tls = TlsConfig.from_properties({}) if args.tls else None
+    credentials = admin_credentials(args.auth_access_key, args.auth_secret_key)
+    async with AdminClient(
+        addresses, timeout_s=args.timeout, tls=tls, credentials=credentials
+    ) as admin:
         command: Command = args.command
         return await command(admin, args)

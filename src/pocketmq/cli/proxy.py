@@ -8,10 +8,11 @@ import os
 from typing import Any
 
 from pocketmq.cli.serving import StartupError, bind_failure, run_server, serve_until_signalled
-from pocketmq.common.config import ConfigError
-from pocketmq.proxy.config import ProxyConfig, load_proxy_config
+from pocketmq.common.config import ConfigError, apply_properties
+from pocketmq.proxy.config import ProxyConfig, read_proxy_file
 from pocketmq.proxy.server import ProxyServer
-from pocketmq.proxy.tls import TlsConfigError
+from pocketmq.remoting import tls
+from pocketmq.remoting.tls import TlsConfigError
 
 
 def register(commands: Any) -> None:
@@ -27,8 +28,10 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         config = ProxyConfig()
-        if args.config:
-            load_proxy_config(args.config, config)
+        properties = read_proxy_file(args.config) if args.config else {}
+        apply_properties(config, properties)
+        # Its connections to brokers and NameServers follow the file's `tls.*` keys too.
+        tls.configure(tls.TlsConfig.from_properties(properties))
         if args.namesrv:
             config.namesrv_addr = args.namesrv
         elif not config.namesrv_addr and os.environ.get("NAMESRV_ADDR"):

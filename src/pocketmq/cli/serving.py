@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pocketmq.common.config import ConfigError, apply_properties, load_properties
+from pocketmq.remoting import tls
 
 log = logging.getLogger("pocketmq")
 
@@ -84,12 +85,13 @@ def apply_config_file(path: str | None, *configs: Any) -> dict[str, str]:
         the file chose.
 
     Raises:
-        ConfigError: a value of the wrong kind or out of range, or an unreadable file.
+        ConfigError: a value of the wrong kind or out of range, an unreadable file, or TLS
+            settings that cannot work.
     """
-    if not path:
-        return {}
-    properties = load_properties(path)
-    unknown = set(properties)
+    properties = load_properties(path) if path else {}
+    # Every listener and outgoing connection of the process follows the file's `tls.*` keys.
+    tls.configure(tls.TlsConfig.from_properties(properties))
+    unknown = {name for name in properties if not name.startswith("tls.")}
     for config in configs:
         unknown &= set(apply_properties(config, properties))
     if unknown:

@@ -41,7 +41,7 @@ from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
 from pocketmq.proxy.server import ProxyServer
-from pocketmq.proxy.tls import TlsConfigError
+from pocketmq.remoting.tls import TlsConfigError
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")

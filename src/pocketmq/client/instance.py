@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import random
+import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -32,6 +33,7 @@ from pocketmq.client.consumer.offset_reset import (
     decode_reset_offsets,
     encode_consumer_status,
 )
+from pocketmq.client.credentials import SessionCredentials, client_tls
 from pocketmq.client.errors import (
     ClientConfigError,
     ConnectionFailedError,
@@ -48,6 +50,7 @@ from pocketmq.common.route import TopicRouteData
 from pocketmq.common.route_json import RouteBodyError, decode_topic_route
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
+from pocketmq.remoting.tls import TlsConfig
 from pocketmq.remoting.transport import (
     Channel,
     RemotingClient,
@@ -106,6 +109,8 @@ class ClientInstance:
         rng: random.Random | None = None,
         clock: Clock | None = None,
         require_namesrv: bool = True,
+        tls: bool | ssl.SSLContext | TlsConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """Creates the instance; nothing connects until `start` or the first request.
 
@@ -125,6 +130,9 @@ class ClientInstance:
             require_namesrv: Off for tools that only talk to addresses they are given
                 (controllers, one broker): a NameServer request then fails, saying what to
                 pass.
+            tls: TLS to NameServers and brokers (see `client_tls`): True, a `TlsConfig` with
+                RocketMQ's `tls.client.*` keys, or an `ssl.SSLContext`.
+            credentials: The ACL account every request is signed with.
 
         Raises:
             ClientConfigError: no NameServer address (unless not required).
@@ -148,8 +156,11 @@ class ClientInstance:
                 RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
                 RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
                 RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: self._on_consumer_status,
-            }
+            },
+            ssl_context=client_tls(tls),
+            before_request=credentials.sign if credentials is not None else None,
         )
+        self.credentials = credentials
         self.routes = RouteCache()
         # The replica (broker id) each queue's broker suggested for the next pull.
         self.pull_from: dict[MessageQueue, int] = {}

@@ -8,10 +8,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketmq.common.config import ConfigFileError, apply_properties, key, load_properties
+from pocketmq.common.config import ConfigFileError, key, load_properties
 from pocketmq.proxy.convert import SendLimits
 from pocketmq.proxy.requests import ProxySettings
-from pocketmq.proxy.tls import TlsMode, TlsSettings
+from pocketmq.proxy.tls import TlsSettings
+from pocketmq.remoting.tls import TlsMode
 
 
 class ProxyMode(enum.Enum):
@@ -84,22 +85,20 @@ class ProxyConfig:
         )
 
 
-def load_proxy_config(path: str, config: ProxyConfig) -> list[str]:
-    """Applies `rmq-proxy.json` (or a `.properties` file); returns the keys it did not know.
+def read_proxy_file(path: str) -> dict[str, str]:
+    """The keys of `rmq-proxy.json` (or of a `.properties` file), as strings.
 
     Raises:
-        ConfigError: a bad value, or a file that cannot be read.
+        ConfigError: a file that cannot be read.
     """
-    if path.endswith(".json"):
-        try:
-            document = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigFileError(path, f"not a readable JSON object: {exc}") from None
-        if not isinstance(document, dict):
-            raise ConfigFileError(path, "not a JSON object")
-        properties = {
-            str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in document.items()
-        }
-    else:
-        properties = load_properties(path)
-    return apply_properties(config, properties)
+    if not path.endswith(".json"):
+        return load_properties(path)
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigFileError(path, f"not a readable JSON object: {exc}") from None
+    if not isinstance(document, dict):
+        raise ConfigFileError(path, "not a JSON object")
+    return {
+        str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in document.items()
+    }

@@ -13,7 +13,8 @@ from pocketmq.proxy.brokers import Brokers
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
 from pocketmq.proxy.service import MessagingService
-from pocketmq.proxy.tls import PermissiveFront, TlsMode
+from pocketmq.proxy.tls import PermissiveFront
+from pocketmq.remoting.tls import TlsMode
 
 log = logging.getLogger(__name__)
 

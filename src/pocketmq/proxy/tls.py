@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import enum
-import ipaddress
 import logging
 import socket
 from dataclasses import dataclass
@@ -26,26 +23,18 @@ from pathlib import Path
 from typing import Final
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+
+from pocketmq.remoting.tls import (
+    TLS_RECORD_HANDSHAKE,
+    TlsConfigError,
+    TlsMode,
+    throwaway_certificate,
+)
 
 log = logging.getLogger(__name__)
 
-TLS_RECORD_HANDSHAKE: Final = 0x16
 FIRST_BYTE_TIMEOUT_S: Final = 30.0
 CHUNK: Final = 256 * 1024
-
-
-class TlsMode(enum.Enum):
-    DISABLED = "disabled"
-    PERMISSIVE = "permissive"
-    ENFORCING = "enforcing"
-
-
-class TlsConfigError(ValueError):
-    """TLS is asked for but no certificate can be had."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,37 +63,6 @@ class TlsSettings:
                 "tls.test.mode.enable=true"
             )
         return grpc.ssl_server_credentials([(key, cert)])
-
-
-def throwaway_certificate(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
-    """A self-signed certificate for `host` and its key, PEM (RocketMQ's test mode)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pocketmq-proxy")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(host))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-        certificate.public_bytes(serialization.Encoding.PEM),
-    )
 
 
 class PermissiveFront:

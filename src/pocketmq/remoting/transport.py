@@ -36,6 +36,8 @@ from pocketmq.remoting.connection import (
 )
 from pocketmq.remoting.errors import RemoteProtocolError, RemotingError
 from pocketmq.remoting.frame import FRAME_BYTES_MAX_DEFAULT
+from pocketmq.remoting.tls import Listener, TlsMode
+from pocketmq.remoting.tls import client_context as process_client_context
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,10 @@ MAX_IN_FLIGHT_DEFAULT: Final = 4096
 
 RequestHandler = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingCommand | None]]
 """Answers one request; returns the response (None for oneway requests or no answer)."""
+
+RequestGuard = Callable[[RemotingCommand, "Channel"], RemotingCommand | None]
+"""Runs before the handler of a known code (the ACL check); a response it returns refuses the
+request with it."""
 
 
 class RemotingTimeoutError(RemotingError):
@@ -75,6 +81,7 @@ class Channel:
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
     ) -> None:
         self.id = next(_channel_ids)
+        self.guard: RequestGuard | None = None
         self._reader = reader
         self._writer = writer
         self._handlers = handlers
@@ -86,6 +93,7 @@ class Channel:
         self._reader_task: asyncio.Task[None] | None = None
         peer = writer.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.remote_ip: str = peer[0] if peer else ""
         local = writer.get_extra_info("sockname")
         self.local_ip: str = local[0] if local else "127.0.0.1"
         """The address this side of the connection uses (what a client reports as its ip)."""
@@ -203,6 +211,8 @@ class Channel:
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                     f" request type {request.code} not supported",
                 )
+            elif self.guard is not None and (refusal := self.guard(request, self)) is not None:
+                response = refusal
             else:
                 try:
                     response = await handler(request, self)
@@ -269,12 +279,13 @@ class RemotingServer:
         idle_timeout_s: float = 120.0,
     ) -> None:
         self.handlers = dict(handlers)
+        self.guard: RequestGuard | None = None
         self.host = host
         self.port = port
         self._frame_bytes_max = frame_bytes_max
         self._ssl = ssl_context
         self._idle_timeout_s = idle_timeout_s
-        self._server: asyncio.Server | None = None
+        self._listener: Listener | None = None
         self.channels: set[Channel] = set()
         self.on_channel_closed: list[Callable[[Channel], None]] = []
         self._housekeeping: asyncio.Task[None] | None = None
@@ -286,28 +297,34 @@ class RemotingServer:
         must know its port before it can answer (a broker writes it into every message) binds
         first and serves once ready.
         """
-        self._server = await asyncio.start_server(
-            self._accept,
-            self.host,
-            self.port,
-            ssl=self._ssl,
-            limit=READ_CHUNK_BYTES,
-            start_serving=serve,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        if self._ssl is not None:
+            self._listener = Listener(self._accept, TlsMode.ENFORCING, self._ssl)
+        else:
+            self._listener = Listener.for_process(self._accept)
+        self.port = await self._listener.start(self.host, self.port, serve=serve)
         self._housekeeping = asyncio.get_running_loop().create_task(self._close_idle())
         if serve:
-            log.info("remoting server listening on %s:%d", self.host, self.port)
+            self._log_listening()
         return self.port
 
     async def serve(self) -> None:
         """Starts accepting connections after `start(serve=False)`."""
-        assert self._server is not None, "start() first"
-        await self._server.start_serving()
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        assert self._listener is not None, "start() first"
+        await self._listener.serve()
+        self._log_listening()
+
+    def _log_listening(self) -> None:
+        assert self._listener is not None
+        log.info(
+            "remoting server listening on %s:%d (tls %s)",
+            self.host,
+            self.port,
+            self._listener.mode.value,
+        )
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
+        channel.guard = self.guard
         self.channels.add(channel)
         channel.on_close.append(self._forget)
         log.debug("connection from %s", channel.remote_address)
@@ -330,16 +347,16 @@ class RemotingServer:
 
     async def stop(self, grace_s: float = 3.0) -> None:
         """Stops accepting, lets in-flight requests finish for `grace_s`, closes the rest."""
-        if self._server is None:
+        if self._listener is None:
             return
-        self._server.close()
+        self._listener.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
         await asyncio.gather(*(c.close(grace_s) for c in list(self.channels)))
-        await self._server.wait_closed()
-        self._server = None
+        await self._listener.wait_closed()
+        self._listener = None
         log.info("remoting server on port %d stopped", self.port)
 
 
@@ -354,8 +371,12 @@ class RemotingClient:
         frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
         idle_timeout_s: float = 120.0,
         ssl_context: ssl.SSLContext | None = None,
+        before_request: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
+        """`ssl_context` None follows the process's `tls.enable`; `before_request` sees every
+        request just before it is sent (the ACL signature is added there)."""
         self.handlers = dict(handlers or {})
+        self.before_request = before_request
         self._connect_timeout_s = connect_timeout_s
         self._frame_bytes_max = frame_bytes_max
         self._idle_timeout_s = idle_timeout_s
@@ -383,8 +404,9 @@ class RemotingClient:
                 raise RemotingConnectError(f"bad address {address!r}: expected host:port")
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
+                    context = self._ssl or process_client_context()
                     reader, writer = await asyncio.open_connection(
-                        host.strip("[]"), int(port), ssl=self._ssl, limit=READ_CHUNK_BYTES
+                        host.strip("[]"), int(port), ssl=context, limit=READ_CHUNK_BYTES
                     )
             except (OSError, TimeoutError) as exc:
                 raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc
@@ -407,10 +429,14 @@ class RemotingClient:
     ) -> RemotingCommand:
         """Sends `request` to `address` and waits for the response (see `Channel.invoke`)."""
         channel = await self.channel(address)
+        if self.before_request is not None:
+            self.before_request(request)
         return await channel.invoke(request, timeout_s)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
         channel = await self.channel(address)
+        if self.before_request is not None:
+            self.before_request(request)
         await channel.invoke_oneway(request)
 
     async def close_idle(self) -> int:

@@ -31,6 +31,7 @@ from pocketmq.broker.ha.protocol import (
     encode_transfer_header,
 )
 from pocketmq.broker.ha.settings import HASettings
+from pocketmq.remoting.tls import Listener
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.api import PutResult, PutStatus
@@ -101,7 +102,7 @@ class HAMaster:
         reaches it now is not acknowledged."""
         self.connections: set[SlaveConnection] = set()
         self.port = 0
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._sequence = itertools.count()
@@ -109,9 +110,9 @@ class HAMaster:
     # -- life cycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:
         """Listens on `host:port` (0 picks a free port); returns the port."""
-        self._server = await asyncio.start_server(self._accept, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("HA service listening on %s:%d", host, self.port)
+        self._server = Listener.for_process(self._accept)
+        self.port = await self._server.start(host, port)
+        log.info("HA service listening on %s:%d (tls %s)", host, self.port, self._server.mode.value)
         return self.port
 
     async def stop(self) -> None:

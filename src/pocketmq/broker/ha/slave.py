@@ -32,6 +32,7 @@ from pocketmq.broker.ha.protocol import (
     encode_report,
 )
 from pocketmq.broker.ha.settings import HASettings
+from pocketmq.remoting import tls
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.message_store import MessageStore
@@ -104,7 +105,7 @@ class HASlave:
     async def _follow(self, address: str) -> None:
         host, _, port = address.rpartition(":")
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port)), _CONNECT_TIMEOUT_S
+            asyncio.open_connection(host, int(port), ssl=tls.client_context()), _CONNECT_TIMEOUT_S
         )
         try:
             self.master_address = address

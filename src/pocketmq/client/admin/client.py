@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from pocketmq.client.admin.acl import AclAdmin
 from pocketmq.client.admin.controllers import ControllerAdmin
 from pocketmq.client.admin.decoders import (
     decode_kv_table,
@@ -47,7 +48,7 @@ from pocketmq.common.route import MASTER_ID, BrokerData, TopicRouteData
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 
 
-class AdminClient(MessageAdmin, ControllerAdmin):
+class AdminClient(MessageAdmin, ControllerAdmin, AclAdmin):
     """Admin operations on a cluster, found through its NameServers.
 
     Use as `async with AdminClient(["127.0.0.1:9876"]) as admin: ...`, or call `close()`.

@@ -13,11 +13,13 @@ list it as a producer or consumer.
 from __future__ import annotations
 
 import random
+import ssl
 from collections.abc import Mapping
 from typing import Final
 
 from pocketmq.client.admin.decoders import ext_int
 from pocketmq.client.admin.errors import AdminError, check
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import (
     ConnectionFailedError,
     RequestTimeoutError,
@@ -29,6 +31,7 @@ from pocketmq.common.codes import RequestCode
 from pocketmq.common.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicRouteData
 from pocketmq.common.route_json import RouteBodyError, decode_cluster_info, decode_topic_list
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.clock import Clock
 
 DEFAULT_CLUSTER: Final = "DefaultCluster"
@@ -46,6 +49,8 @@ class AdminLookups:
         instance: ClientInstance | None = None,
         rng: random.Random | None = None,
         clock: Clock | None = None,
+        tls: bool | ssl.SSLContext | TlsConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """Creates the client; nothing connects until the first request.
 
@@ -56,12 +61,20 @@ class AdminLookups:
                 NameServers and timeout are then its own); one is made and owned otherwise.
             rng: Picks send queues and the random part of message ids.
             clock: Where waits and message birth times read the time (tests pass a fake).
+            tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
+            credentials: The ACL account requests are signed with; ignored with `instance`.
 
         """
         addresses = [a.strip() for a in namesrv_addresses if a.strip()]
         self._owns_instance = instance is None
         self.instance = instance or ClientInstance(
-            addresses, request_timeout_s=timeout_s, rng=rng, clock=clock, require_namesrv=False
+            addresses,
+            request_timeout_s=timeout_s,
+            rng=rng,
+            clock=clock,
+            require_namesrv=False,
+            tls=tls,
+            credentials=credentials,
         )
         self.timeout_s = self.instance.request_timeout_s
 

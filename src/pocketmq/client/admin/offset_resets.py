@@ -88,8 +88,9 @@ async def _ask(
         # The broker then tells consumers in the C++ client's body form.
         request.language = LanguageCode.CPP
     try:
-        channel = await admin.instance.remoting.channel(address)
-        return await channel.invoke(request, admin.instance.request_timeout_s)
+        return await admin.instance.remoting.invoke(
+            address, request, admin.instance.request_timeout_s
+        )
     except (RemotingError, OSError) as exc:
         raise AdminError(f"cannot reset offsets on broker {address}: {exc}") from None
 

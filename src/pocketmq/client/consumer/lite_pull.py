@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from pocketmq.client.consumer.offset_store import OffsetStore, offset_store_for
 from pocketmq.client.consumer.poll_buffer import PollBuffer, PollFeed, QueueState
 from pocketmq.client.consumer.pull_loop import run_pull_loop
 from pocketmq.client.consumer.rebalance import AllocateAveragely, AllocateStrategy
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
@@ -47,6 +49,7 @@ from pocketmq.client.queue_offsets import max_offset, min_offset
 from pocketmq.client.route_cache import subscribe_queues
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
+from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,8 @@ class LitePullConsumer:
         auto_commit: bool = True,
         auto_commit_interval_s: float = 5.0,
         offset_store_dir: Path | None = None,
+        tls: bool | ssl.SSLContext | TlsConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """Creates a consumer; `subscribe` or `assign`, then `start`.
 
@@ -112,6 +117,8 @@ class LitePullConsumer:
             auto_commit_interval_s: How often the background commit runs.
             offset_store_dir: Where broadcasting consumers keep offsets (default
                 `~/.rocketmq_offsets`, as RocketMQ).
+            tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
+            credentials: The ACL account requests are signed with; ignored with `instance`.
 
         Raises:
             ClientConfigError: no NameServer and no instance, a blank group, or a bad limit.
@@ -128,7 +135,9 @@ class LitePullConsumer:
             raise ClientConfigError("auto_commit_interval_s must be > 0")
         self.group = group
         self._owns_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv or [], instance_name=instance_name)
+        self.instance = instance or ClientInstance(
+            namesrv or [], instance_name=instance_name, tls=tls, credentials=credentials
+        )
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,11 +43,13 @@ from pocketmq.client.consumer.pull_loop import run_pull_loop
 from pocketmq.client.consumer.push_feed import ProcessQueueFeed
 from pocketmq.client.consumer.queue_locks import RELEASE_WAIT_S, QueueHandoff, hand_over
 from pocketmq.client.consumer.rebalance import AllocateAveragely, AllocateStrategy
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
+from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,8 @@ class PushConsumer:
         orderly: bool = False,
         suspend_current_queue_s: float = 1.0,
         lock_renew_interval_s: float = 20.0,
+        tls: bool | ssl.SSLContext | TlsConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """Creates a consumer; `subscribe`, `register_listener`, then `start`.
 
@@ -122,6 +127,8 @@ class PushConsumer:
             suspend_current_queue_s: How long an orderly queue waits after a failed call
                 before the same messages are tried again.
             lock_renew_interval_s: How often an orderly consumer renews its queue locks.
+            tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
+            credentials: The ACL account requests are signed with; ignored with `instance`.
 
         Raises:
             ClientConfigError: no NameServer and no instance, a blank group, or a bad limit.
@@ -136,7 +143,9 @@ class PushConsumer:
             raise ClientConfigError("pull_batch_size must be in 1..1024")
         self.group = group
         self._owns_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv or [], instance_name=instance_name)
+        self.instance = instance or ClientInstance(
+            namesrv or [], instance_name=instance_name, tls=tls, credentials=credentials
+        )
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

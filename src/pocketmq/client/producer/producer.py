@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import (
     ClientConfigError,
     ConnectionFailedError,
@@ -62,6 +64,7 @@ from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
 from pocketmq.common.topic_names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -127,6 +130,8 @@ class Producer:
         batch_max_bytes: int = 256 * 1024,
         batch_max_count: int = 512,
         clock: Clock | None = None,
+        tls: bool | ssl.SSLContext | TlsConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """Creates a producer; `start` (or `async with`) connects it.
 
@@ -149,6 +154,8 @@ class Producer:
             batch_max_count: ... or once it holds this many messages.
             clock: Where time comes from: wall time for message fields, monotonic time for
                 send budgets (tests pass a fake).
+            tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
+            credentials: The ACL account requests are signed with; ignored with `instance`.
 
         Raises:
             ClientConfigError: neither `namesrv` nor `instance`, or a bad setting.
@@ -164,7 +171,11 @@ class Producer:
         self.group = group
         self._owns_instance = instance is None
         self.instance = instance or ClientInstance(
-            namesrv or [], instance_name=instance_name, clock=clock
+            namesrv or [],
+            instance_name=instance_name,
+            clock=clock,
+            tls=tls,
+            credentials=credentials,
         )
         self.send_timeout_s = send_timeout_s
         self.retry_times = retry_times
