@@ -101,6 +101,11 @@ class AclHook:
         )
         return RemotingCommand.response_to(request, refusal.code, refusal.remark)
 
+    def allow_inner(self, access_key: str, secret_key: str) -> None:
+        """Lets another part of this process (a local proxy) in as an admin account that lives
+        in memory only."""
+        self.validator.inner_accounts[access_key] = Account(access_key, secret_key, admin=True)
+
     # -- changes by admin requests ---------------------------------------------------------
     def update_account(self, account: Account, by: str) -> None:
         """Raises AclConfigError or OSError; nothing changes then."""

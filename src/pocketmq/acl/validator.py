@@ -25,7 +25,7 @@ Pure: no I/O, no clock. `rules` may be swapped at any time (one attribute assign
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pocketmq.acl.accounts import PUB, Account, AclRules, check_perm, perm_name
@@ -75,6 +75,9 @@ class AclValidator:
             unique_key_query_signed: See `signing.verify` (False is RocketMQ 4.9.8).
         """
         self.rules = rules
+        self.inner_accounts: dict[str, Account] = {}
+        """Accounts of the cluster's own parts (a local proxy's hop to its broker), kept in
+        memory only, never in a file."""
         self._admin_only_codes = admin_only_codes
         self._unique_key_query_signed = unique_key_query_signed
 
@@ -93,27 +96,41 @@ class AclValidator:
             None to let the request through; else a Refusal, which the caller sends back as
             the response (code and remark) instead of running the handler.
         """
-        rules = self.rules  # one read: a concurrent swap cannot mix two rule sets
         try:
             needed = needed_perms(code, ext_fields, body)
         except AclRequestError as exc:
             return _refuse("request", f"cannot check request code={code}: {exc}")
+        unique_key_query_signed = self._unique_key_query_signed
+
+        def signed(secret_key: str) -> bool:
+            return verify(
+                ext_fields, body, secret_key, unique_key_query_signed=unique_key_query_signed
+            )
+
+        return self.check_needs(code, needed, ext_fields.get(ACCESS_KEY), remote_ip, signed)
+
+    def check_needs(
+        self,
+        code: int,
+        needed: tuple[ResourcePerm, ...],
+        access_key: str | None,
+        remote_ip: str,
+        signed: Callable[[str], bool],
+    ) -> Refusal | None:
+        """The checks from the whitelists on, for a request whose resources are known and
+        whose signature `signed(secret_key)` verifies (the proxy's gRPC requests: their own
+        signature scheme, and messages rather than ext fields)."""
+        rules = self.rules  # one read: a concurrent swap cannot mix two rule sets
         if any(pattern.matches(remote_ip) for pattern in rules.global_white):
             return None
-        access_key = ext_fields.get(ACCESS_KEY)
         if not access_key:
             return _refuse("access-key", "the request carries no AccessKey")
-        account = rules.accounts.get(access_key)
+        account = rules.accounts.get(access_key) or self.inner_accounts.get(access_key)
         if account is None:
             return _refuse("access-key", f"no ACL account has accessKey={access_key}")
         if account.white_pattern.matches(remote_ip):
             return None
-        if not verify(
-            ext_fields,
-            body,
-            account.secret_key,
-            unique_key_query_signed=self._unique_key_query_signed,
-        ):
+        if not signed(account.secret_key):
             return _refuse("signature", f"signature mismatch for accessKey={access_key}")
         if any(n.resource == TRACE_TOPIC and n.perm == PUB for n in needed):
             return None

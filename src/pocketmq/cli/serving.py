@@ -89,11 +89,11 @@ def apply_config_file(path: str | None, *configs: Any) -> dict[str, str]:
             settings that cannot work.
     """
     properties = load_properties(path) if path else {}
-    # Every listener and outgoing connection of the process follows the file's `tls.*` keys.
-    tls.configure(tls.TlsConfig.from_properties(properties))
     unknown = {name for name in properties if not name.startswith("tls.")}
     for config in configs:
         unknown &= set(apply_properties(config, properties))
+    # Every listener and outgoing connection of the process follows the file's `tls.*` keys.
+    tls.configure(tls.TlsConfig.from_properties(properties))
     if unknown:
         log.warning("%s: keys not used by pocketmq: %s", path, ", ".join(sorted(unknown)))
     return properties

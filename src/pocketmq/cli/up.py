@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import secrets
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from pocketmq.cli.serving import (
     run_server,
     serve_until_signalled,
 )
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
@@ -156,6 +158,16 @@ def run(args: argparse.Namespace) -> int:
                     raise bind_failure(exc, what, config.listen_port, fix) from None
                 brokers.append(broker)
             proxy.config.namesrv_addr = used
+            if brokers[0].acl is not None:
+                # Local mode: the proxy checks its clients against the broker's rules and
+                # reaches the brokers as an account that exists only in this process.
+                inner = SessionCredentials(
+                    f"pocketmq-proxy-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+                )
+                for broker in brokers:
+                    if broker.acl is not None:
+                        broker.acl.allow_inner(inner.access_key, inner.secret_key)
+                proxy.acl, proxy.inner = brokers[0].acl, inner
             try:
                 served = await proxy.start()
             except TlsConfigError as exc:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RequestTimeoutError, RocketMQError, TopicNotFoundError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.pop import PopClient, PopError, PopResult
@@ -65,9 +66,19 @@ CheckHandler = Callable[[dict[str, str], bytes, str], Awaitable[None]]
 
 
 class Brokers:
-    def __init__(self, namesrv_addresses: list[str], *, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        namesrv_addresses: list[str],
+        *,
+        timeout_s: float = 3.0,
+        credentials: SessionCredentials | None = None,
+    ) -> None:
+        """`credentials`: the account the proxy signs its broker requests with (ACL)."""
         self.instance = ClientInstance(
-            namesrv_addresses, instance_name=f"proxy-{id(self):x}", request_timeout_s=timeout_s
+            namesrv_addresses,
+            instance_name=f"proxy-{id(self):x}",
+            request_timeout_s=timeout_s,
+            credentials=credentials,
         )
         self.timeout_s = timeout_s
         self._topic_cache: dict[str, tuple[float, dict[str, Any]]] = {}

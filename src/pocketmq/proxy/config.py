@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketmq.common.config import ConfigFileError, key, load_properties
+from pocketmq.client.credentials import SessionCredentials
+from pocketmq.common.config import ConfigError, ConfigFileError, key, load_properties
 from pocketmq.proxy.convert import SendLimits
 from pocketmq.proxy.requests import ProxySettings
 from pocketmq.proxy.tls import TlsSettings
@@ -51,6 +52,11 @@ class ProxyConfig:
     default_invisible_ms: int = key("defaultInvisibleTimeMills", 60_000, minimum=0)
     min_invisible_ms: int = key("minInvisibleTimeMillsForRecv", 10_000, minimum=0)
     max_invisible_ms: int = key("maxInvisibleTimeMills", 12 * 3600 * 1000, minimum=0)
+    enable_acl: bool = key("enableACL", False)
+    acl_file_path: str = key("aclFilePath", "")
+    inner_credentials: str = key("innerClientAuthenticationCredentials", "")
+    """`{"accessKey": ..., "secretKey": ...}`: the account the proxy signs its requests to
+    brokers with when they check ACL (RocketMQ 5.3's key)."""
     tls_mode: TlsMode = key("tls.server.mode", TlsMode.PERMISSIVE)
     tls_test_mode: bool = key("tls.test.mode.enable", True)
     tls_cert_path: str = key("tls.server.certPath", "")
@@ -58,6 +64,24 @@ class ProxyConfig:
 
     def tls(self) -> TlsSettings:
         return TlsSettings(self.tls_mode, self.tls_cert_path, self.tls_key_path, self.tls_test_mode)
+
+    def inner_account(self) -> SessionCredentials | None:
+        """The parsed `innerClientAuthenticationCredentials`, None when unset.
+
+        Raises:
+            ConfigError: not a JSON object with accessKey and secretKey.
+        """
+        if not self.inner_credentials:
+            return None
+        try:
+            document = json.loads(self.inner_credentials)
+            return SessionCredentials(str(document["accessKey"]), str(document["secretKey"]))
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                "innerClientAuthenticationCredentials",
+                "(hidden)",
+                'a JSON object {"accessKey": "...", "secretKey": "..."}',
+            ) from None
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]

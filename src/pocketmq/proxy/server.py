@@ -9,6 +9,9 @@ from typing import Final
 
 import grpc
 
+from pocketmq.acl.hook import AclHook
+from pocketmq.client.credentials import SessionCredentials
+from pocketmq.proxy.auth import AuthInterceptor
 from pocketmq.proxy.brokers import Brokers
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
@@ -24,8 +27,20 @@ STOP_GRACE_S: Final = 2.0
 
 
 class ProxyServer:
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        acl: AclHook | None = None,
+        inner: SessionCredentials | None = None,
+    ) -> None:
+        """`acl`: rules shared with a broker in the same process (local mode), else the proxy
+        loads its own when `enableACL`; `inner`: the account it signs broker requests with
+        (else `innerClientAuthenticationCredentials`)."""
         self.config = config
+        self.acl = acl
+        self._own_acl = False
+        self.inner = inner
         self.brokers: Brokers | None = None
         self._server: grpc.aio.Server | None = None
         self.port = 0
@@ -39,11 +54,17 @@ class ProxyServer:
             OSError: the port cannot be bound.
         """
         config = self.config
+        inner = self.inner or config.inner_account()
+        if self.acl is None and config.enable_acl:
+            self.acl, self._own_acl = AclHook(config.acl_file_path), True
+            self.acl.start()
+        interceptors = [AuthInterceptor(self.acl.validator)] if self.acl is not None else []
         server = grpc.aio.server(
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
                 ("grpc.so_reuseport", 0),
-            ]
+            ],
         )
         tls = config.tls()
         address = f"{config.bind_address}:{config.grpc_server_port}"
@@ -62,7 +83,7 @@ class ProxyServer:
         host = config.advertised_host or (
             "127.0.0.1" if config.bind_address in ("0.0.0.0", "") else config.bind_address
         )
-        self.brokers = brokers = Brokers(config.namesrv_addresses())
+        self.brokers = brokers = Brokers(config.namesrv_addresses(), credentials=inner)
         self.service = MessagingService(brokers, config.settings(), advertised=(host, port))
         service_pb2_grpc.add_MessagingServiceServicer_to_server(  # type: ignore[no-untyped-call]
             self.service, server
@@ -72,11 +93,12 @@ class ProxyServer:
         self._server = server
         self.port = port
         log.info(
-            "proxy (%s mode) serving gRPC at %s:%d (TLS %s), NameServers %s",
+            "proxy (%s mode) serving gRPC at %s:%d (TLS %s, ACL %s), NameServers %s",
             config.proxy_mode.value,
             host,
             port,
             tls.mode.value,
+            "on" if self.acl is not None else "off",
             config.namesrv_addr,
         )
         return port
@@ -91,3 +113,6 @@ class ProxyServer:
         if self.brokers is not None:
             await self.brokers.close()
             self.brokers = None
+        if self.acl is not None and self._own_acl:
+            await self.acl.stop()
+            self.acl, self._own_acl = None, False

@@ -246,7 +246,9 @@ def configure(config: TlsConfig) -> None:
     config.server_context()  # fail at start, with one line, not at the first connection
     config.client_context()
     _current = dataclasses.replace(config)
-    log.info("TLS: %s", config.described())
+    # RocketMQ's defaults (permissive, test certificate, plaintext out) are not news.
+    level = logging.DEBUG if config == TlsConfig(config_file=config.config_file) else logging.INFO
+    log.log(level, "TLS: %s", config.described())
     if config.server_mode is TlsMode.ENFORCING and not config.client_enable:
         log.warning(
             "tls.server.mode=enforcing without tls.enable=true: this process's own connections "

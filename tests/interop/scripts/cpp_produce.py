@@ -1,7 +1,7 @@
 """Runs inside the C++ client's virtualenv: sends messages, prints one JSON line per result.
 
 Usage: cpp_produce.py NAMESRV TOPIC COUNT [--mode sync|oneway|mixed] [--start N]
-           [--keep-going SECONDS]
+           [--keep-going SECONDS] [--credentials ACCESS_KEY SECRET_KEY]
 With --keep-going, send failures are reported and sending goes on until COUNT sends succeeded
 or SECONDS passed (for broker restarts under load).
 """
@@ -25,9 +25,12 @@ def main() -> int:
     parser.add_argument("--group", default="PID_INTEROP")
     parser.add_argument("--keep-going", type=float, default=0.0)
     parser.add_argument("--size", type=int, default=0, help="pad bodies to this many bytes")
+    parser.add_argument("--credentials", nargs=2, metavar=("ACCESS_KEY", "SECRET_KEY"))
     args = parser.parse_args()
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    if args.credentials:
+        producer.set_session_credentials(*args.credentials, "ALIYUN")
     producer.start()
     deadline = time.time() + args.keep_going
     started = time.time()

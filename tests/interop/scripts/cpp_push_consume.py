@@ -1,6 +1,7 @@
 """Runs inside the C++ client's virtualenv: a push consumer printing one JSON line per message.
 
 Usage: cpp_push_consume.py NAMESRV GROUP TOPIC EXPECTED TIMEOUT [--broadcast] [--tags EXPR]
+           [--credentials ACCESS_KEY SECRET_KEY]
 Prints `{"started": true}` once started, then one line per message, then a summary; it stops
 when EXPECTED distinct messages arrived (delivery is at least once: a redelivered message is
 printed again but counted once towards EXPECTED), when stdin closes (the test stops it), or
@@ -28,6 +29,7 @@ def main() -> int:
     parser.add_argument("--tags", default="*")
     parser.add_argument("--instance", default="")
     parser.add_argument("--summary-only", action="store_true", help="no line per message")
+    parser.add_argument("--credentials", nargs=2, metavar=("ACCESS_KEY", "SECRET_KEY"))
     args = parser.parse_args()
     lock = threading.Lock()
     count = [0]
@@ -62,6 +64,8 @@ def main() -> int:
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
+    if args.credentials:
+        consumer.set_session_credentials(*args.credentials, "ALIYUN")
     if args.instance:
         consumer.set_instance_name(args.instance)
     consumer.subscribe(args.topic, on_message, args.tags)

@@ -3,6 +3,8 @@ against a proxy, printing JSON lines: one per message seen, then a `summary`.
 
     python5_client.py SCENARIO PROXY TOPIC GROUP [COUNT]
 
+With PM_ACCESS_KEY and PM_SECRET_KEY set, every call is signed with that ACL account.
+
 Scenarios: produce (normal sends with tag, keys and a property), receive (SimpleConsumer:
 receive and ack COUNT), redeliver (receive, change the invisible time, receive again, ack),
 dead-letter (never ack: after the group's max attempts the message goes to its DLQ), fifo (FIFO
@@ -14,6 +16,7 @@ message fails), push-fifo (a FIFO PushConsumer).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -40,7 +43,11 @@ def say(**fields: object) -> None:
 
 
 def config(proxy: str) -> ClientConfiguration:
-    return ClientConfiguration(proxy, Credentials("", ""), request_timeout=10)
+    # An ACL account, when the test gives one.
+    credentials = Credentials(
+        os.environ.get("PM_ACCESS_KEY", ""), os.environ.get("PM_SECRET_KEY", "")
+    )
+    return ClientConfiguration(proxy, credentials, request_timeout=10)
 
 
 def seen(message: object, **extra: object) -> dict[str, object]:

@@ -51,7 +51,12 @@ public final class Secured {
         }
       }
     } catch (Exception failure) {
-      transcript.put("sendError", failure.getMessage());
+      // The client wraps the broker's answer: keep every cause's message.
+      StringBuilder causes = new StringBuilder();
+      for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+        causes.append(cause.getMessage()).append(" | ");
+      }
+      transcript.put("sendError", causes.toString());
     } finally {
       producer.shutdown();
     }
