@@ -185,6 +185,15 @@ def wait_until_ready(
     )
 
 
+LOGBACK_TO_STDOUT = """<configuration>
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{20} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="STDOUT"/></root>
+</configuration>
+"""
+
+
 def log_tail(log: Path) -> str:
     lines = log.read_text(errors="replace").splitlines()
     return "\n".join(line for line in lines if "|-" not in line)[-2000:]
@@ -193,9 +202,18 @@ def log_tail(log: Path) -> str:
 class ApacheRocketMQ:
     """Apache RocketMQ's NameServer and one master broker on loopback, in `work`."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(
+        self,
+        work: Path,
+        *,
+        pom: str = "pom-server.xml",
+        broker_settings: dict[str, str] | None = None,
+    ) -> None:
+        """`pom`: which release (`pom-server-4.xml`: 4.9.7); `broker_settings`: more keys
+        for the broker's file."""
         self.work = work
-        self.lib = fetch_jars(JAVA_DIR / "pom-server.xml")
+        self.lib = fetch_jars(JAVA_DIR / pom)
+        self.broker_settings = broker_settings or {}
         self.namesrv_port = free_port()
         self.broker_port = free_port()
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -208,10 +226,19 @@ class ApacheRocketMQ:
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    @property
+    def home(self) -> Path:
+        """ROCKETMQ_HOME of both processes (its `conf/plain_acl.yml` is the broker's ACL)."""
+        return self.work / "home"
+
     def start(self) -> None:
-        home = self.work / "home"
+        home = self.home
         store = self.work / "store"
         home.mkdir(parents=True, exist_ok=True)
+        # RocketMQ 4 reads its logging setup from ROCKETMQ_HOME/conf (5 from its jars).
+        (home / "conf").mkdir(exist_ok=True)
+        for name in ("logback_namesrv.xml", "logback_broker.xml"):
+            (home / "conf" / name).write_text(LOGBACK_TO_STDOUT)
         (self.work / "namesrv.properties").write_text(f"listenPort={self.namesrv_port}\n")
         (self.work / "broker.properties").write_text(
             "\n".join(
@@ -228,6 +255,7 @@ class ApacheRocketMQ:
                     "autoCreateTopicEnable=true",
                     "autoCreateSubscriptionGroup=true",
                     *(f"{key}={value}" for key, value in SHARED_BROKER_CONFIG.items()),
+                    *(f"{key}={value}" for key, value in self.broker_settings.items()),
                 ]
             )
             + "\n"

@@ -127,7 +127,12 @@ class AclAdminHandlers:
         failed = UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         if self.hook is None:
             return RemotingCommand.response_to(request, failed, ACL_OFF)
-        addresses = list(_split(request.ext_fields.get("globalWhiteAddrs")) or ())
+        listed = _split(request.ext_fields.get("globalWhiteAddrs"))
+        if listed is None:  # an empty value clears the list; a missing one is a mistake
+            return RemotingCommand.response_to(
+                request, failed, "the request has no globalWhiteAddrs: name the patterns"
+            )
+        addresses = list(listed)
         path = request.ext_fields.get("aclFileFullPath") or None
         try:
             self.hook.update_global_white(addresses, path, by=channel.remote_address)
