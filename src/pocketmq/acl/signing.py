@@ -31,15 +31,36 @@ UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 """MixAll.UNIQUE_MSG_QUERY_FLAG: set by QUERY_MESSAGE when the key is a message id."""
 
 
+_LEFT_OUT: Final = frozenset({SIGNATURE})
+_LEFT_OUT_4_9: Final = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
+
+
 def _java_string_order(key: str) -> bytes:
     return key.encode("utf-16-be", errors="surrogatepass")
+
+
+def _sorted_keys(ext_fields: Mapping[str, str], left_out: frozenset[str]) -> list[str]:
+    keys = [k for k in ext_fields if k not in left_out]
+    # Python orders str by code point, Java by UTF-16 unit: the same for every key without
+    # characters beyond U+FFFF, which is every key a client sends; check rather than assume.
+    if all(k.isascii() for k in keys):
+        keys.sort()
+    else:
+        keys.sort(key=_java_string_order)
+    return keys
+
+
+def _text(ext_fields: Mapping[str, str], left_out: frozenset[str]) -> bytes:
+    # Java's getBytes(UTF-8) writes '?' for a lone surrogate; errors="replace" does the same.
+    keys = _sorted_keys(ext_fields, left_out)
+    return "".join([ext_fields[k] for k in keys]).encode("utf-8", errors="replace")
 
 
 def signed_content(
     ext_fields: Mapping[str, str],
     body: bytes | None,
     *,
-    left_out: frozenset[str] = frozenset({SIGNATURE}),
+    left_out: frozenset[str] = _LEFT_OUT,
 ) -> bytes:
     """The bytes a signature covers: sorted ext values, then the body.
 
@@ -51,9 +72,7 @@ def signed_content(
     Returns:
         The content to feed to HMAC-SHA1.
     """
-    keys = sorted((k for k in ext_fields if k not in left_out), key=_java_string_order)
-    # Java's getBytes(UTF-8) writes '?' for a lone surrogate; errors="replace" does the same.
-    text = "".join(ext_fields[k] for k in keys).encode("utf-8", errors="replace")
+    text = _text(ext_fields, left_out)
     return text + body if body else text
 
 
@@ -68,7 +87,7 @@ def signature(ext_fields: Mapping[str, str], body: bytes | None, secret_key: str
     Returns:
         Base64 of HMAC-SHA1(secret_key, content), as RocketMQ's `AclSigner` computes it.
     """
-    return _sign(signed_content(ext_fields, body), secret_key)
+    return _sign(_text(ext_fields, _LEFT_OUT), body, secret_key)
 
 
 def verify(
@@ -93,11 +112,13 @@ def verify(
     claimed = ext_fields.get(SIGNATURE)
     if claimed is None:
         return False
-    left_out = frozenset({SIGNATURE} if unique_key_query_signed else {SIGNATURE, UNIQUE_KEY_QUERY})
-    expected = _sign(signed_content(ext_fields, body, left_out=left_out), secret_key)
+    left_out = _LEFT_OUT if unique_key_query_signed else _LEFT_OUT_4_9
+    expected = _sign(_text(ext_fields, left_out), body, secret_key)
     return hmac.compare_digest(expected.encode("ascii"), claimed.encode("utf-8", "replace"))
 
 
-def _sign(content: bytes, secret_key: str) -> str:
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
+def _sign(text: bytes, body: bytes | None, secret_key: str) -> str:
+    mac = hmac.new(secret_key.encode("utf-8"), text, hashlib.sha1)
+    if body:
+        mac.update(body)  # not text + body: that would copy the body once more
+    return base64.b64encode(mac.digest()).decode("ascii")

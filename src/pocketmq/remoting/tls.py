@@ -40,11 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from pocketmq.common.config import ConfigError, apply_properties, key, load_properties
 
 log = logging.getLogger(__name__)
@@ -206,6 +201,13 @@ def _load_throwaway(context: ssl.SSLContext) -> None:
 def throwaway_certificate(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
     """A self-signed certificate for `host` and localhost, and its key, PEM; made once per
     process (RocketMQ's test mode)."""
+    # Imported here: the library costs about 15 MiB of memory, which a process that never
+    # serves a TLS client (a client, a permissive server with plaintext clients) should not pay.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key_ = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pocketmq")])
     now = datetime.datetime.now(datetime.UTC)
@@ -243,7 +245,13 @@ _current = TlsConfig()
 def configure(config: TlsConfig) -> None:
     """Sets the process's TLS settings (a server command does it once, before listening)."""
     global _current
-    config.server_context()  # fail at start, with one line, not at the first connection
+    # Fail at start, with one line, not at the first connection; a permissive server's
+    # throwaway certificate is made when a TLS client first comes (`Listener`).
+    throwaway = config.test_mode and not (config.server_cert_path and config.server_key_path)
+    if config.server_mode is TlsMode.ENFORCING or (
+        config.server_mode is TlsMode.PERMISSIVE and not throwaway
+    ):
+        config.server_context()
     config.client_context()
     _current = dataclasses.replace(config)
     # RocketMQ's defaults (permissive, test certificate, plaintext out) are not news.
@@ -289,12 +297,18 @@ class Listener:
     """A TCP listener that hands each connection, plaintext or TLS as the mode says, to
     `accept` as an asyncio stream pair."""
 
-    def __init__(self, accept: Accept, mode: TlsMode, context: ssl.SSLContext | None) -> None:
+    def __init__(
+        self,
+        accept: Accept,
+        mode: TlsMode,
+        context: ssl.SSLContext | Callable[[], ssl.SSLContext | None] | None,
+    ) -> None:
+        """`context`: the TLS context, or what makes it when first needed."""
         if mode is not TlsMode.DISABLED and context is None:
             raise TlsConfigError(f"tls.server.mode={mode.value} needs a server context")
         self._accept = accept
         self.mode = mode
-        self._context = context
+        self._make_context = context if callable(context) else lambda: context
         self._server: asyncio.Server | None = None
         self._socket: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -304,9 +318,8 @@ class Listener:
     @classmethod
     def for_process(cls, accept: Accept) -> Listener:
         """A listener following the process's `tls.server.mode`."""
-        config = current()
-        context = server_context() if config.server_mode is not TlsMode.DISABLED else None
-        return cls(accept, config.server_mode, context)
+        mode = current().server_mode
+        return cls(accept, mode, server_context if mode is not TlsMode.DISABLED else None)
 
     async def start(self, host: str, port: int, *, serve: bool = True) -> int:
         """Binds `host:port` (0 picks a free port); returns the port. Raises OSError."""
@@ -315,7 +328,7 @@ class Listener:
                 self._accept,
                 host,
                 port,
-                ssl=self._context,
+                ssl=self._make_context(),
                 limit=READ_LIMIT_BYTES,
                 start_serving=serve,
                 reuse_address=True,
@@ -364,8 +377,12 @@ class Listener:
             transport, protocol = await loop.connect_accepted_socket(
                 lambda: asyncio.StreamReaderProtocol(reader),
                 connection,
-                ssl=self._context if tls else None,
+                ssl=self._make_context() if tls else None,
             )
+        except TlsConfigError as exc:  # cannot happen after `configure`; say so if it does
+            log.warning("a TLS client came but TLS cannot be served: %s", exc)
+            connection.close()
+            return
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             log.debug("connection dropped before it spoke: %s", exc)
             connection.close()
