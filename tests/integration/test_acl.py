@@ -20,6 +20,7 @@ from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RocketMQError
 from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from tests.integration.replication import BrokerGroup
 
 ADMIN = SessionCredentials("RocketMQAdmin", "admin-secret-1")
 PRODUCER = SessionCredentials("producerAK", "producer-secret-2")
@@ -180,3 +181,40 @@ def test_admin_commands_manage_accounts_and_only_admins_may(
     )
     assert deleted.returncode == 0, deleted.stderr
     assert "no ACL account has accessKey=newcomerAK" in refusal(namesrv, "OtherTopic", newcomer)
+
+
+def test_a_slave_syncs_from_a_checking_master_with_its_inner_account(tmp_path: Path) -> None:
+    """The slave's own requests (topic, group and offset sync) are checked like any: signed
+    with `innerClientAuthenticationCredentials` they go through; unsigned they are refused."""
+    rules = tmp_path / "plain_acl.yml"
+    rules.write_text(
+        RULES + "  - accessKey: replicaAccount\n    secretKey: replica-secret-5\n    admin: true\n"
+    )
+    group = BrokerGroup(tmp_path)
+    acl = {"aclEnable": "true", "aclFilePath": str(rules)}
+    inner = '{"accessKey": "replicaAccount", "secretKey": "replica-secret-5"}'
+    try:
+        group.add("master", "broker-a", 0, "ASYNC_MASTER", **acl)
+        group.add(
+            "signed", "broker-a", 1, "SLAVE", **acl, innerClientAuthenticationCredentials=inner
+        )
+        group.add("unsigned", "broker-a", 2, "SLAVE", **acl)
+        master = group.start("master")
+        signed = group.start("signed")
+        unsigned = group.start("unsigned")
+        logs = tuple(b.process.log_path for b in (master, signed, unsigned) if b.process)
+        wait_until(
+            lambda: "metadata synced from master" in logs[1].read_text(errors="replace"),
+            "the signed slave's sync",
+            timeout_s=30,
+        )
+        wait_until(
+            lambda: "metadata sync from master" in logs[2].read_text(errors="replace"),
+            "the unsigned slave's refused sync",
+            timeout_s=30,
+        )
+        assert "carries no AccessKey" in logs[2].read_text(errors="replace")
+        assert "accessKey=replicaAccount" not in logs[0].read_text(errors="replace")
+        assert not any("replica-secret-5" in log.read_text(errors="replace") for log in logs)
+    finally:
+        group.close()

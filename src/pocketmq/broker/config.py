@@ -56,6 +56,9 @@ class BrokerConfig:
     acl_file_path: str = key("aclFilePath", "")
     """ACL 1.0 accounts: a `plain_acl.yml` or a folder of them; empty looks in
     `$ROCKETMQ_HOME/conf/` as RocketMQ 4.9 does."""
+    inner_credentials: str = key("innerClientAuthenticationCredentials", "")
+    """`{"accessKey": ..., "secretKey": ...}`: the account this broker signs its own requests
+    with (a slave's metadata sync from its master, when the master checks ACL)."""
     # Transactions: a half younger than the timeout is not checked back; the check-back runs
     # every interval and discards a half after `transactionCheckMax` checks.
     reject_transaction_message: bool = key("rejectTransactionMessage", False)

@@ -43,6 +43,7 @@ from pocketmq.broker.wiring import (
     build_store,
     load_delayed_services,
 )
+from pocketmq.client.credentials import inner_credentials
 from pocketmq.raft.node import NotLeaderError, ProposalLostError
 from pocketmq.remoting.transport import RemotingClient, RemotingServer
 from pocketmq.runtime.clock import Clock, SystemClock
@@ -101,7 +102,8 @@ class BrokerServer:
         self.store_config = store_config
         self.store: MessageStore | None = None
         self.server: RemotingServer | None = None
-        self.client = RemotingClient()
+        inner = inner_credentials(config.inner_credentials)
+        self.client = RemotingClient(before_request=inner.sign if inner is not None else None)
         self.topics = TopicTable(
             cluster_name=config.broker_cluster_name,
             broker_name=config.broker_name,

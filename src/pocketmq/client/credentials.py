@@ -9,6 +9,7 @@ producers, consumers and admin into an SSL context.
 from __future__ import annotations
 
 import dataclasses
+import json
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from pocketmq.acl.signing import signature
+from pocketmq.common.config import ConfigError
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.tls import TlsConfig
 
@@ -76,3 +78,24 @@ def tools_yml_credentials(path: Path) -> SessionCredentials | None:
     if not access_key or not secret_key:
         raise ValueError(f"{path}: needs both accessKey and secretKey")
     return SessionCredentials(str(access_key), str(secret_key))
+
+
+def inner_credentials(
+    text: str, key: str = "innerClientAuthenticationCredentials"
+) -> SessionCredentials | None:
+    """The account of RocketMQ 5's `innerClientAuthenticationCredentials` key, `{"accessKey":
+    "...", "secretKey": "..."}`: what a server signs its own requests to other servers with.
+    None when `text` is empty.
+
+    Raises:
+        ConfigError: not such a JSON object (the message never holds the value).
+    """
+    if not text:
+        return None
+    try:
+        document = json.loads(text)
+        return SessionCredentials(str(document["accessKey"]), str(document["secretKey"]))
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            key, "(hidden)", 'a JSON object {"accessKey": "...", "secretKey": "..."}'
+        ) from None

@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketmq.client.credentials import SessionCredentials
-from pocketmq.common.config import ConfigError, ConfigFileError, key, load_properties
+from pocketmq.client.credentials import SessionCredentials, inner_credentials
+from pocketmq.common.config import ConfigFileError, key, load_properties
 from pocketmq.proxy.convert import SendLimits
 from pocketmq.proxy.requests import ProxySettings
 from pocketmq.proxy.tls import TlsSettings
@@ -66,22 +66,8 @@ class ProxyConfig:
         return TlsSettings(self.tls_mode, self.tls_cert_path, self.tls_key_path, self.tls_test_mode)
 
     def inner_account(self) -> SessionCredentials | None:
-        """The parsed `innerClientAuthenticationCredentials`, None when unset.
-
-        Raises:
-            ConfigError: not a JSON object with accessKey and secretKey.
-        """
-        if not self.inner_credentials:
-            return None
-        try:
-            document = json.loads(self.inner_credentials)
-            return SessionCredentials(str(document["accessKey"]), str(document["secretKey"]))
-        except (ValueError, KeyError, TypeError):
-            raise ConfigError(
-                "innerClientAuthenticationCredentials",
-                "(hidden)",
-                'a JSON object {"accessKey": "...", "secretKey": "..."}',
-            ) from None
+        """The parsed `innerClientAuthenticationCredentials`; raises ConfigError."""
+        return inner_credentials(self.inner_credentials)
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
