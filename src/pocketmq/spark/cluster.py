@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Final, TypeVar
 
 from pocketmq.client.admin import AdminClient, AdminError
 from pocketmq.client.aio import Message, Producer
+from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.message import MessageQueue
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.route import TopicRouteData
@@ -26,6 +27,7 @@ from pocketmq.common.topic_names import (
 )
 from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.spark.fetch import DataLossError, fetch_range
+from pocketmq.spark.options import Connection
 
 T = TypeVar("T")
 __all__ = ["Cluster", "DataLossError", "QueueBounds"]
@@ -83,9 +85,16 @@ class _CachingAdmin(AdminClient):
     Used only on the connector's event loop thread, so the dictionaries need no lock."""
 
     def __init__(
-        self, namesrv_addresses: list[str], *, timeout_s: float, clock: Clock, refresh_s: float
+        self,
+        namesrv_addresses: list[str],
+        *,
+        timeout_s: float,
+        clock: Clock,
+        refresh_s: float,
+        tls: bool,
+        credentials: SessionCredentials | None,
     ) -> None:
-        super().__init__(namesrv_addresses, timeout_s=timeout_s)
+        super().__init__(namesrv_addresses, timeout_s=timeout_s, tls=tls, credentials=credentials)
         self._clock = clock
         self.refresh_s = refresh_s
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
@@ -117,17 +126,25 @@ class Cluster:
     Routes are cached for `route_refresh_s` (see `ROUTE_REFRESH_S`) and dropped early when a
     broker of the topic fails, so a moved broker is found on the next call."""
 
-    _shared: ClassVar[dict[str, Cluster]] = {}
+    _shared: ClassVar[dict[Connection, Cluster]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,
-        namesrv: str,
+        connection: Connection | str,
         *,
         clock: Clock | None = None,
         route_refresh_s: float = ROUTE_REFRESH_S,
     ) -> None:
-        self.namesrv = namesrv
+        if isinstance(connection, str):
+            connection = Connection(connection)
+        self.connection = connection
+        self.namesrv = connection.namesrv
+        self._credentials = (
+            SessionCredentials(connection.access_key, connection.secret_key)
+            if connection.access_key and connection.secret_key
+            else None
+        )
         self._loop = _Loop.get()
         self._clock: Clock = clock or SystemClock()
         self._route_refresh_s = route_refresh_s
@@ -136,11 +153,11 @@ class Cluster:
         self._producer_started: asyncio.Future[None] | None = None
 
     @classmethod
-    def of(cls, namesrv: str) -> Cluster:
+    def of(cls, connection: Connection) -> Cluster:
         with cls._lock:
-            if namesrv not in cls._shared:
-                cls._shared[namesrv] = Cluster(namesrv)
-            return cls._shared[namesrv]
+            if connection not in cls._shared:
+                cls._shared[connection] = Cluster(connection)
+            return cls._shared[connection]
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coroutine)
@@ -152,6 +169,8 @@ class Cluster:
                 timeout_s=10.0,
                 clock=self._clock,
                 refresh_s=self._route_refresh_s,
+                tls=self.connection.tls,
+                credentials=self._credentials,
             )
         return self._admin
 
@@ -293,7 +312,12 @@ class Cluster:
         # failed start is tried again by the next send (Spark reuses this worker for new tasks).
         started = self._producer_started
         if self._producer is None or started is None or _failed(started):
-            self._producer = Producer("pocketmq-spark-writer", namesrv=self.namesrv)
+            self._producer = Producer(
+                "pocketmq-spark-writer",
+                namesrv=self.namesrv,
+                tls=self.connection.tls,
+                credentials=self._credentials,
+            )
             self._producer_started = started = asyncio.ensure_future(self._producer.start())
         await started
         return self._producer

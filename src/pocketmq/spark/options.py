@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pocketmq.spark.offsets import OptionError, StartSpec, parse_spec
 
@@ -37,16 +37,30 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value.lower() == "true"
 
 
-def _namesrv(options: Mapping[str, str]) -> str:
+@dataclass(frozen=True)
+class Connection:
+    """Where the cluster is and how to reach it: also the key that shares one client per
+    process among a job's tasks."""
+
+    namesrv: str
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls: bool = False
+
+
+def _connection(options: Mapping[str, str]) -> Connection:
     namesrv = _text(options, "namesrv")
     if namesrv is None:
         raise OptionError("namesrv: required, the NameServer address(es) as host:port[;host:port]")
-    return namesrv
+    access_key, secret_key = _text(options, "accessKey"), _text(options, "secretKey")
+    if (access_key is None) != (secret_key is None):
+        raise OptionError("accessKey and secretKey: give both (an ACL account) or neither")
+    return Connection(namesrv, access_key, secret_key, _bool(options, "tls", False))
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    namesrv: str
+    connection: Connection
     topics: list[str]
     topic_pattern: str | None
     starting: StartSpec
@@ -72,7 +86,7 @@ class ReadOptions:
         if streaming and _text(options, "endingOffsets"):
             raise OptionError("endingOffsets: batch reads only (a stream has no end)")
         return cls(
-            namesrv=_namesrv(options),
+            connection=_connection(options),
             topics=topics,
             topic_pattern=pattern,
             starting=parse_spec(
@@ -93,7 +107,7 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    namesrv: str
+    connection: Connection
     topic: str | None
     sink_id: str | None
     batch_rows: int
@@ -113,7 +127,7 @@ class WriteOptions:
         if sink_id is not None and not all(c.isalnum() or c in "-_" for c in sink_id):
             raise OptionError(f"sinkId: {sink_id!r} may hold letters, digits, '-' and '_' only")
         return cls(
-            namesrv=_namesrv(options),
+            connection=_connection(options),
             topic=topic,
             sink_id=sink_id,
             batch_rows=_int(options, "batchSize", 256) or 256,

@@ -65,7 +65,7 @@ def split(start: dict[str, int], end: dict[str, int], max_rows: int) -> list[Inp
 def read_range(options: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
     """The partition's messages in batches of `ARROW_ROWS`; the next batch's pulls are in
     flight while this one is decoded."""
-    cluster = Cluster.of(options.namesrv)
+    cluster = Cluster.of(options.connection)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
     spans = [
         (low, min(part.end, low + ARROW_ROWS)) for low in range(part.start, part.end, ARROW_ROWS)
@@ -87,7 +87,7 @@ def read_range(options: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatc
 def _bounds(options: ReadOptions) -> list[QueueBounds]:
     """The queues of the subscribed topics with their bounds; cheap enough for `latestOffset`
     (routes and the pattern's topic list are cached by `Cluster`)."""
-    cluster = Cluster.of(options.namesrv)
+    cluster = Cluster.of(options.connection)
     return cluster.bounds(
         cluster.topics(options.topics, options.topic_pattern),
         skip_missing=options.topic_pattern is not None,
@@ -100,7 +100,7 @@ def _resolve(
     return resolve(
         spec,
         [(b.queue, b.min_offset, b.max_offset) for b in bounds],
-        Cluster.of(options.namesrv).offset_at,
+        Cluster.of(options.connection).offset_at,
         unnamed=unnamed,
     )
 
@@ -194,7 +194,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         self._reported = dict(done)
         try:
-            Cluster.of(self.options.namesrv).commit_offsets(
+            Cluster.of(self.options.connection).commit_offsets(
                 group, {parse_queue_key(key): offset for key, offset in done.items()}
             )
         except (AdminError, RuntimeError) as exc:

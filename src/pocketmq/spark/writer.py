@@ -122,7 +122,7 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
-        sender = _Sender(Cluster.of(self.options.namesrv), self.options.topic, IN_FLIGHT)
+        sender = _Sender(Cluster.of(self.options.connection), self.options.topic, IN_FLIGHT)
         messages = _messages(iterator, self.options.topic)
         for chunk in plan_chunks(messages, Counter(), rows_max=self.options.batch_rows):
             for batch in _by_topic(chunk).values():
@@ -152,7 +152,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         and ends where the queues ended then. Rows an attempt before a crash stored lie in
         these ranges; rows the running tasks send land after them, so a first attempt reads
         none of its siblings' rows."""
-        cluster = Cluster.of(self.options.namesrv)
+        cluster = Cluster.of(self.options.connection)
         scan: dict[str, tuple[int, int]] = {}
         fresh = {}
         for bound in cluster.bounds([self.topic]):
@@ -177,7 +177,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         batch_id = int(context.getLocalProperty("streaming.sql.batchId") or "0")
         query = _query_tag(context.getLocalProperty("sql.streaming.queryId"))
         partition = context.partitionId()
-        cluster = Cluster.of(self.options.namesrv)
+        cluster = Cluster.of(self.options.connection)
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
         if not queues:
             raise RuntimeError(f"topic {self.topic} has no queues: create it first")
@@ -234,7 +234,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         if not sent:  # no task ran: nothing was published
             _pause_for_fault_test(batchId)
             return
-        cluster = Cluster.of(self.options.namesrv)
+        cluster = Cluster.of(self.options.connection)
         queues = sorted(b.queue for b in cluster.bounds([self.topic]))
         group = self._batches_group(sent[0].query)
         if _committed_batches(cluster, group, queues) <= batchId:  # never lowered

@@ -14,7 +14,7 @@ from pocketmq.spark.cluster import Cluster
 class FlakyProducer:
     starts = 0
 
-    def __init__(self, group: str, *, namesrv: str) -> None:
+    def __init__(self, group: str, *, namesrv: str, **connection: object) -> None:
         self.group = group
 
     async def start(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pocketmq.spark.offsets import OptionError, StartSpec
-from pocketmq.spark.options import ReadOptions, WriteOptions
+from pocketmq.spark.options import Connection, ReadOptions, WriteOptions
 
 NAMESRV = "127.0.0.1:9876;127.0.0.2:9876"
 
@@ -30,7 +30,7 @@ def test_read_options_take_lower_cased_keys_as_spark_passes_them() -> None:
         streaming=True,
     )
     assert parsed == ReadOptions(
-        namesrv=NAMESRV,
+        connection=Connection(NAMESRV),
         topics=["orders", "payments"],
         topic_pattern=None,
         starting=StartSpec("earliest"),
@@ -151,3 +151,14 @@ def test_bad_write_options_raise_an_option_error_naming_the_option(
     with pytest.raises(OptionError) as caught:
         WriteOptions.parse(spark_options(**options), streaming=True)
     assert says in str(caught.value)
+
+
+def test_an_acl_account_and_tls_are_connection_options() -> None:
+    parsed = WriteOptions.parse(
+        spark_options(namesrv=NAMESRV, accessKey="sparkAK", secretKey="spark-secret", tls="true"),
+        streaming=False,
+    )
+    assert parsed.connection == Connection(NAMESRV, "sparkAK", "spark-secret", tls=True)
+    assert "spark-secret" not in repr(parsed)
+    with pytest.raises(OptionError, match="accessKey and secretKey: give both"):
+        WriteOptions.parse(spark_options(namesrv=NAMESRV, accessKey="sparkAK"), streaming=False)
