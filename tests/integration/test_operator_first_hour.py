@@ -325,7 +325,7 @@ def test_update_topic_refuses_a_system_topic_unless_forced(shared: Shared) -> No
 # -- 6. mqadmin commands pocketmq lacks --------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["createUser", "statsAll", "getNamesrvConfig"])
+@pytest.mark.parametrize("command", ["copyUser", "statsAll", "getNamesrvConfig"])
 def test_an_mqadmin_command_pocketmq_lacks_is_not_supported_yet(command: str) -> None:
     result = cli("admin", command, "-n", "127.0.0.1:1")
     assert result.returncode == 2

@@ -56,6 +56,14 @@ class BrokerConfig:
     acl_file_path: str = key("aclFilePath", "")
     """ACL 1.0 accounts: a `plain_acl.yml` or a folder of them; empty looks in
     `$ROCKETMQ_HOME/conf/` as RocketMQ 4.9 does."""
+    authentication_enabled: bool = key("authenticationEnabled", False)
+    authorization_enabled: bool = key("authorizationEnabled", False)
+    authentication_whitelist: str = key("authenticationWhitelist", "")
+    authorization_whitelist: str = key("authorizationWhitelist", "")
+    init_authentication_user: str = key("initAuthenticationUser", "")
+    """ACL 2.0 (RocketMQ 5.3's `AuthConfig`): `{"username": ..., "password": ...}`, a Super
+    user made at start when it does not exist."""
+    migrate_auth_from_v1_enabled: bool = key("migrateAuthFromV1Enabled", False)
     inner_credentials: str = key("innerClientAuthenticationCredentials", "")
     """`{"accessKey": ..., "secretKey": ...}`: the account this broker signs its own requests
     with (a slave's metadata sync from its master, when the master checks ACL)."""

@@ -16,8 +16,11 @@ import logging
 import time
 from typing import Any, Final
 
+from pocketmq.acl.auth_hook import AuthHook
 from pocketmq.acl.hook import AclHook
 from pocketmq.broker.acl_handlers import AclAdminHandlers
+from pocketmq.broker.auth_handlers import AuthAdminHandlers
+from pocketmq.broker.auth_setup import auth_hook
 from pocketmq.broker.clients import ClientRegistry
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.controlled.metadata import MetadataLog
@@ -156,6 +159,7 @@ class BrokerServer:
         self._persistence: MetadataPersistence | None = None
         self._started_ms = 0
         self.acl: AclHook | None = None
+        self.auth: AuthHook | None = None
 
     @property
     def address(self) -> str:
@@ -168,6 +172,8 @@ class BrokerServer:
         self._started_ms = self.clock.now_ms()
         if self.config.acl_enable and self.acl is None:
             self.acl = AclHook(self.config.acl_file_path)  # a bad file stops the start here
+        if self.auth is None:
+            self.auth = auth_hook(self.config, self.store_config)
         server = RemotingServer(
             {},
             host=self.config.bind_address,
@@ -262,9 +268,12 @@ class BrokerServer:
                 broker_address=lambda: self.address,
             ).routes()
         )
+        server.handlers.update(AuthAdminHandlers(self.auth).routes())
         if self.acl is not None:
             server.guard = self.acl.guard
             self.acl.start()
+        elif self.auth.settings.authentication or self.auth.settings.authorization:
+            server.guard = self.auth.guard
         server.on_channel_closed.append(wiring.client_handlers.channel_closed)
         if dledger is not None:
             # Before serving: restoring from the Raft log may cut the CommitLog back.

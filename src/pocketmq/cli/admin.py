@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from pocketmq.cli import (
     admin_acl,
+    admin_auth,
     admin_brokers,
     admin_container,
     admin_controller,
@@ -284,6 +285,7 @@ def register(commands: Any) -> set[str]:
     admin_controller.register(add)
     admin_container.register(add)
     admin_acl.register(add)
+    admin_auth.register(add)
     parser.set_defaults(run=run)
     return names
 

@@ -10,7 +10,7 @@ from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
 from pocketmq.common.topic_names import is_system_topic
 
 
-@pytest.mark.parametrize("command", ["updateAclConfig", "statsAll", "createUser", "haStatus"])
+@pytest.mark.parametrize("command", ["updateAclConfig", "statsAll", "copyUser", "haStatus"])
 def test_an_mqadmin_command_is_not_supported_yet_unless_pocketmq_has_it(command: str) -> None:
     line = check_command_name([command, "-n", "x"])
     if command in ("haStatus", "updateAclConfig"):  # pocketmq has these

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from pocketmq.client.admin.acl import AclAdmin
+from pocketmq.client.admin.auth import AuthAdmin
 from pocketmq.client.admin.controllers import ControllerAdmin
 from pocketmq.client.admin.decoders import (
     decode_kv_table,
@@ -48,7 +49,7 @@ from pocketmq.common.route import MASTER_ID, BrokerData, TopicRouteData
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 
 
-class AdminClient(MessageAdmin, ControllerAdmin, AclAdmin):
+class AdminClient(MessageAdmin, ControllerAdmin, AclAdmin, AuthAdmin):
     """Admin operations on a cluster, found through its NameServers.
 
     Use as `async with AdminClient(["127.0.0.1:9876"]) as admin: ...`, or call `close()`.
