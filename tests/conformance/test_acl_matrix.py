@@ -13,7 +13,6 @@ ACL 1.0 signatures carry no time, so there is nothing expired or replayed to tes
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +21,8 @@ import pytest
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
-from pocketmq.remoting.transport import RemotingClient
 from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from tests.conformance.acl_requests import refusals
 from tests.conformance.reference import ApacheRocketMQ, ReferenceUnavailable
 
 pytestmark = pytest.mark.conformance
@@ -90,74 +89,10 @@ LISTED: dict[str, str] = {
 
 LISTED_WHEN_OPEN: dict[str, list[str]] = {}
 
-Answers = dict[str, bool]
 
-
-def request_for(code: RequestCode, topic: str, group: str) -> RemotingCommand:
-    fields = {
-        "topic": topic,
-        "b": topic,
-        "consumerGroup": group,
-        "group": group,
-        "producerGroup": group,
-        "a": group,
-        "queueId": "0",
-        "queueOffset": "0",
-        "clientId": "acl-matrix",
-    }
-    body = b""
-    if code == RequestCode.HEART_BEAT:
-        body = json.dumps(
-            {
-                "clientID": "acl-matrix",
-                "producerDataSet": [],
-                "consumerDataSet": [
-                    {
-                        "groupName": group,
-                        "consumeType": "CONSUME_PASSIVELY",
-                        "messageModel": "CLUSTERING",
-                        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                        "subscriptionDataSet": [
-                            {
-                                "topic": topic,
-                                "subString": "*",
-                                "tagsSet": [],
-                                "codeSet": [],
-                                "subVersion": 0,
-                                "expressionType": "TAG",
-                            }
-                        ],
-                        "unitMode": False,
-                    }
-                ],
-            }
-        ).encode()
-    return RemotingCommand.request(code, fields, body)
-
-
-async def refusals(
-    broker: str, codes: list[RequestCode], senders: dict[str, SessionCredentials | None]
-) -> Answers:
-    """`code/sender/target` -> refused by ACL; codes the broker does not serve are left out."""
-    client = RemotingClient()
-    answers: Answers = {}
-    try:
-        for code in codes:
-            for who, credentials in senders.items():
-                for target, (topic, group) in TARGETS.items():
-                    request = request_for(code, topic, group)
-                    if credentials is not None:
-                        credentials.sign(request)
-                    answer = await client.invoke(broker, request, 10)
-                    if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                        break
-                    refused = answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (
-                        answer.remark or ""
-                    )
-                    answers[f"{code.name}/{who}/{target}"] = refused
-    finally:
-        await client.close()
-    return answers
+def refused_by_acl(answer: RemotingCommand) -> bool:
+    """RocketMQ 4.9's refusal: SYSTEM_ERROR, the AclException as remark."""
+    return answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or "")
 
 
 @pytest.fixture(scope="module")
@@ -205,8 +140,10 @@ def test_every_code_is_refused_or_allowed_as_rocketmq_4_9_decides(
 ) -> None:
     server, rules = pocketmq_acl
     codes = list(RequestCode)
-    ours = asyncio.run(refusals(broker_of(server), codes, SENDERS))
-    reference = asyncio.run(refusals(apache_acl.broker_addr, codes, SENDERS))
+    ours = asyncio.run(refusals(broker_of(server), codes, SENDERS, TARGETS, refused_by_acl))
+    reference = asyncio.run(
+        refusals(apache_acl.broker_addr, codes, SENDERS, TARGETS, refused_by_acl)
+    )
     both = sorted(set(ours) & set(reference))
     assert len(both) > 300, "far fewer requests compared than before"
     differing = {
@@ -232,13 +169,17 @@ def test_every_code_is_refused_or_allowed_as_rocketmq_4_9_decides(
     for broker in (broker_of(server), apache_acl.broker_addr):
         wait_until(
             lambda broker=broker: (
-                not any(asyncio.run(refusals(broker, probe, {"nobody": None})).values())
+                not any(
+                    asyncio.run(
+                        refusals(broker, probe, {"nobody": None}, TARGETS, refused_by_acl)
+                    ).values()
+                )
             ),
             f"{broker} re-reading the rules",
             timeout_s=60,
         )
     opened = {
-        name: asyncio.run(refusals(address, codes, {"nobody": None}))
+        name: asyncio.run(refusals(address, codes, {"nobody": None}, TARGETS, refused_by_acl))
         for name, address in (
             ("pocketmq", broker_of(server)),
             ("reference", apache_acl.broker_addr),

@@ -299,12 +299,19 @@ def requested(
     """
     if not ext_fields:
         return []
+    if code == C.UPDATE_AND_CREATE_TOPIC and ext_fields.get("topicFilterType") not in _FILTER_TYPES:
+        # RocketMQ decodes the header to find the topic, and its `checkFields` refuses a
+        # missing or unknown filter type (Apache RocketMQ 5.5.0 answers so, test_acl2_matrix).
+        raise RequestParseError("topicFilterType")
     special = _SPECIAL.get(code)
     if special is not None:
         return special(ext_fields, body)
     if code in _ANNOTATED:
         return _by_annotation(code, ext_fields, cluster_name)
     return []
+
+
+_FILTER_TYPES: Final = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 
 
 def annotated_codes() -> frozenset[int]:

@@ -66,9 +66,13 @@ def test_annotated_codes():
         (Resource.group("g"), (SUB,)),
         (Resource.group("g"), (SUB,)),
     ]
-    assert requested(C.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}, None) == [
+    created = {"topic": "t", "topicFilterType": "SINGLE_TAG"}
+    assert requested(C.UPDATE_AND_CREATE_TOPIC, created, None) == [
         (Resource.topic("t"), (Action.CREATE,))
     ]
+    # The header's own check (an unknown filter type) fails the whole decision.
+    with pytest.raises(RequestParseError):
+        requested(C.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}, None)
     assert requested(C.GET_CONSUME_STATS, {"consumerGroup": "g", "topicList": "a;b"}, None) == [
         (Resource.group("g"), (GET,)),
         (Resource.topic("a"), (GET,)),
