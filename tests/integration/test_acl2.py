@@ -149,6 +149,18 @@ def test_acl_1_accounts_migrate_at_start(tmp_path: Path) -> None:
         legacy = SessionCredentials("legacyApp", "legacy-secret-2")
         assert send(server.address, "Legacy", legacy) is SendStatus.SEND_OK
         assert "the decision is deny." in refusal(server.address, "Other", legacy)
+        later = tmp_path / "later_acl.yml"
+        later.write_text(
+            "accounts:\n  - accessKey: laterApp\n    secretKey: later-secret-3\n"
+            "    defaultTopicPerm: DENY\n    topicPerms:\n      - Other=PUB\n"
+        )
+        migrated = admin(
+            server.address, "migrateAcl", "-c", "DefaultCluster", "-f", str(later), *AS_ROOT
+        )
+        assert migrated.returncode == 0, migrated.stderr
+        assert "migrated laterApp" in migrated.stdout
+        later_app = SessionCredentials("laterApp", "later-secret-3")
+        assert send(server.address, "Other", later_app) is SendStatus.SEND_OK
     finally:
         assert server.stop() == 0
 
