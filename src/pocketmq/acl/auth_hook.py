@@ -20,7 +20,7 @@ from pocketmq.acl.auth_store import AuthStore
 from pocketmq.acl.authorization import authenticate, authorize_all, parse_whitelist
 from pocketmq.acl.request_actions import PARSE_ERROR_REMARK, RequestParseError, requested
 from pocketmq.acl.signing import ACCESS_KEY
-from pocketmq.acl.users import SUBJECT_PREFIX, User, initial_users
+from pocketmq.acl.users import SUBJECT_PREFIX, User, UserType, initial_users
 from pocketmq.acl.validator import Refusal
 from pocketmq.common.codes import ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -53,6 +53,7 @@ class AuthHook:
         """
         self.settings = settings
         self.store = AuthStore(store_path)
+        self.inner_users: dict[str, User] = {}
         self._skip_authentication = parse_whitelist(settings.authentication_whitelist)
         self._skip_authorization = parse_whitelist(settings.authorization_whitelist)
         created = self.store.ensure_users(
@@ -68,7 +69,14 @@ class AuthHook:
         )
 
     def user_of(self, access_key: str | None) -> User | None:
-        return self.store.users.get(access_key) if access_key else None
+        if not access_key:
+            return None
+        return self.store.users.get(access_key) or self.inner_users.get(access_key)
+
+    def allow_inner(self, access_key: str, secret_key: str) -> None:
+        """Lets another part of this process (a local proxy) in as a Super user that lives in
+        memory only."""
+        self.inner_users[access_key] = User(access_key, secret_key, UserType.SUPER)
 
     def check(self, request: RemotingCommand, remote_ip: str) -> Refusal | None:
         """None to let `request` through, else why not."""
@@ -111,3 +119,7 @@ class AuthHook:
     def caller(self, request: RemotingCommand) -> User | None:
         """The signed-in user of an admin request (whose rights the handlers check)."""
         return self.user_of(request.ext_fields.get(ACCESS_KEY))
+
+    @property
+    def checking(self) -> bool:
+        return self.settings.authentication or self.settings.authorization

@@ -158,16 +158,20 @@ def run(args: argparse.Namespace) -> int:
                     raise bind_failure(exc, what, config.listen_port, fix) from None
                 brokers.append(broker)
             proxy.config.namesrv_addr = used
-            if brokers[0].acl is not None:
-                # Local mode: the proxy checks its clients against the broker's rules and
-                # reaches the brokers as an account that exists only in this process.
+            first = brokers[0]
+            if first.acl is not None or (first.auth is not None and first.auth.checking):
+                # Local mode: the proxy checks its clients against the broker's rules (ACL 1.0)
+                # or users (2.0) and reaches the brokers as an account that exists only in
+                # this process.
                 inner = SessionCredentials(
                     f"pocketmq-proxy-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
                 )
                 for broker in brokers:
-                    if broker.acl is not None:
-                        broker.acl.allow_inner(inner.access_key, inner.secret_key)
-                proxy.acl, proxy.inner = brokers[0].acl, inner
+                    for hook in (broker.acl, broker.auth):
+                        if hook is not None:
+                            hook.allow_inner(inner.access_key, inner.secret_key)
+                proxy.acl, proxy.inner = first.acl, inner
+                proxy.auth = first.auth if first.acl is None else None
             try:
                 served = await proxy.start()
             except TlsConfigError as exc:

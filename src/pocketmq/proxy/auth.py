@@ -79,11 +79,27 @@ def _field(message: Any, name: str) -> Any:
     return getattr(message, name) if message.HasField(name) else None
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks every call against the ACL rules before the service sees it."""
+Check = Callable[[Any, str, str, Callable[[str], bool]], Refusal | None]
+"""(request message or None for a stream's opening, access key, peer IP, signature check) to
+a refusal or None."""
 
-    def __init__(self, validator: AclValidator) -> None:
-        self.validator = validator
+
+def acl1_check(validator: AclValidator) -> Check:
+    """ACL 1.0: the accounts file's rules, on the resources `needs` finds."""
+
+    def check(
+        request: Any, access_key: str, ip: str, verified: Callable[[str], bool]
+    ) -> Refusal | None:
+        return validator.check_needs(0, needs(request), access_key, ip, verified)
+
+    return check
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Checks every call (`check`: ACL 1.0's or 2.0's) before the service sees it."""
+
+    def __init__(self, check: Check) -> None:
+        self.check = check
 
     async def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = await continuation(details)
@@ -96,9 +112,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         )
 
         def refusal(request: Any, context: Any) -> Refusal | None:
-            found = self.validator.check_needs(
-                0, needs(request), access_key, _peer_ip(context.peer()), verified
-            )
+            found = self.check(request, access_key, _peer_ip(context.peer()), verified)
             if found is not None:
                 audit.warning(
                     "refused %s from %s accessKey=%s rule=%s: %s",

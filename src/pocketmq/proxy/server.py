@@ -9,9 +9,11 @@ from typing import Final
 
 import grpc
 
+from pocketmq.acl.auth_hook import AuthHook
 from pocketmq.acl.hook import AclHook
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.proxy.auth import AuthInterceptor
+from pocketmq.proxy.auth import AuthInterceptor, acl1_check
+from pocketmq.proxy.auth_v2 import acl2_check
 from pocketmq.proxy.brokers import Brokers
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.grpc_v2 import service_pb2_grpc
@@ -32,6 +34,7 @@ class ProxyServer:
         config: ProxyConfig,
         *,
         acl: AclHook | None = None,
+        auth: AuthHook | None = None,
         inner: SessionCredentials | None = None,
     ) -> None:
         """`acl`: rules shared with a broker in the same process (local mode), else the proxy
@@ -39,6 +42,7 @@ class ProxyServer:
         (else `innerClientAuthenticationCredentials`)."""
         self.config = config
         self.acl = acl
+        self.auth = auth
         self._own_acl = False
         self.inner = inner
         self.brokers: Brokers | None = None
@@ -58,7 +62,12 @@ class ProxyServer:
         if self.acl is None and config.enable_acl:
             self.acl, self._own_acl = AclHook(config.acl_file_path), True
             self.acl.start()
-        interceptors = [AuthInterceptor(self.acl.validator)] if self.acl is not None else []
+        if self.acl is not None:
+            interceptors = [AuthInterceptor(acl1_check(self.acl.validator))]
+        elif self.auth is not None:
+            interceptors = [AuthInterceptor(acl2_check(self.auth))]
+        else:
+            interceptors = []
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -98,7 +107,7 @@ class ProxyServer:
             host,
             port,
             tls.mode.value,
-            "on" if self.acl is not None else "off",
+            "1.0" if self.acl is not None else "2.0" if self.auth is not None else "off",
             config.namesrv_addr,
         )
         return port
