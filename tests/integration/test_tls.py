@@ -6,22 +6,18 @@ without."""
 
 from __future__ import annotations
 
-import datetime
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from pocketmq.client import Admin, Message, Producer, SendResult, SendStatus
 from pocketmq.client.errors import RocketMQError
 from pocketmq.remoting.tls import TlsConfig
 from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from tests.integration.certificates import Authority
 from tests.integration.replication import BrokerGroup
 
 TOPIC = "TlsTopic"
@@ -113,51 +109,6 @@ def test_a_certificate_the_process_cannot_load_stops_it_with_one_line(tmp_path: 
 
 
 # -- mutual TLS between a master and its slave ------------------------------------------------
-
-
-class Authority:
-    """A throwaway CA that issues server and client certificates into a folder."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pocketmq test CA")])
-        self.certificate = self._builder(self.name, self.key.public_key()).add_extension(
-            x509.BasicConstraints(ca=True, path_length=None), critical=True
-        )
-        signed = self.certificate.sign(self.key, hashes.SHA256())
-        self.path = folder / "ca.pem"
-        self.path.write_bytes(signed.public_bytes(serialization.Encoding.PEM))
-
-    def _builder(
-        self, subject: x509.Name, public_key: ec.EllipticCurvePublicKey
-    ) -> x509.CertificateBuilder:
-        now = datetime.datetime.now(datetime.UTC)
-        return (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self.name if hasattr(self, "name") else subject)
-            .public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-        )
-
-    def issue(self, common_name: str) -> tuple[Path, Path]:
-        """A certificate and key signed by this CA; returns their paths."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        certificate = self._builder(subject, key.public_key()).sign(self.key, hashes.SHA256())
-        cert_path, key_path = self.folder / f"{common_name}.pem", self.folder / f"{common_name}.key"
-        cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return cert_path, key_path
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ against a proxy, printing JSON lines: one per message seen, then a `summary`.
 
     python5_client.py SCENARIO PROXY TOPIC GROUP [COUNT]
 
-With PM_ACCESS_KEY and PM_SECRET_KEY set, every call is signed with that ACL account.
+With PM_ACCESS_KEY and PM_SECRET_KEY set, every call is signed with that ACL account; with
+PM_TLS=1 the client speaks TLS.
 
 Scenarios: produce (normal sends with tag, keys and a property), receive (SimpleConsumer:
 receive and ack COUNT), redeliver (receive, change the invisible time, receive again, ack),
@@ -36,6 +37,9 @@ from rocketmq import (
 )
 
 WAIT_S = 60.0
+TLS = os.environ.get("PM_TLS") == "1"
+"""TLS to the proxy (the client checks its certificate against the system's CAs, or the file
+GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names)."""
 
 
 def say(**fields: object) -> None:
@@ -82,7 +86,7 @@ def message(topic: str, body: str, **options: object) -> Message:
 
 
 def produce(proxy: str, topic: str, count: int, **options: object) -> list[str]:
-    producer = Producer(config(proxy), (topic,))
+    producer = Producer(config(proxy), (topic,), tls_enable=TLS)
     producer.startup()
     try:
         ids = []
@@ -96,7 +100,11 @@ def produce(proxy: str, topic: str, count: int, **options: object) -> list[str]:
 
 def receive_all(proxy: str, topic: str, group: str, count: int, *, ack: bool = True) -> list[dict]:
     consumer = SimpleConsumer(
-        config(proxy), group, {topic: FilterExpression("*")}, await_duration=5
+        config(proxy),
+        group,
+        {topic: FilterExpression("*")},
+        await_duration=5,
+        tls_enable=TLS,
     )
     consumer.startup()
     got: list[dict] = []
@@ -114,7 +122,11 @@ def receive_all(proxy: str, topic: str, group: str, count: int, *, ack: bool = T
 
 def redeliver(proxy: str, topic: str, group: str) -> dict[str, object]:
     consumer = SimpleConsumer(
-        config(proxy), group, {topic: FilterExpression("*")}, await_duration=5
+        config(proxy),
+        group,
+        {topic: FilterExpression("*")},
+        await_duration=5,
+        tls_enable=TLS,
     )
     consumer.startup()
     try:
@@ -244,7 +256,7 @@ def main() -> None:
         summary: object = {"sent": produce(proxy, topic, count)}
     elif scenario == "fifo":
         ids = []
-        producer = Producer(config(proxy), (topic,))
+        producer = Producer(config(proxy), (topic,), tls_enable=TLS)
         producer.startup()
         try:
             for i in range(count):
