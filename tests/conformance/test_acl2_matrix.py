@@ -21,7 +21,7 @@ from pocketmq.client.admin import AdminClient
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 from tests.conformance.acl_requests import refusals
 from tests.conformance.reference import ApacheRocketMQ, ReferenceUnavailable
 
@@ -115,17 +115,7 @@ def pocketmq_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     work = tmp_path_factory.mktemp("pocketmq-auth")
     config = work / "broker.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in AUTH_SETTINGS.items()))
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(work / "data"),
-            "-c", str(config),
-        ],
-        work / "up.log",
-    )  # fmt: skip
+    server = start_up_process(work / "data", work / "up.log", "-c", str(config))
     try:
         asyncio.run(make_users(server.address, server.named_address("broker broker-a")))
         yield server

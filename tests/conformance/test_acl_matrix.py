@@ -21,7 +21,7 @@ import pytest
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
-from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from pocketmq.testing import ServerProcess, start_up_process, wait_until
 from tests.conformance.acl_requests import refusals
 from tests.conformance.reference import ApacheRocketMQ, ReferenceUnavailable
 
@@ -116,17 +116,7 @@ def pocketmq_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ser
     rules.write_text(RULES)
     config = work / "broker.properties"
     config.write_text(f"aclEnable=true\naclFilePath={rules}\n")
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(work / "data"),
-            "-c", str(config),
-        ],
-        work / "up.log",
-    )  # fmt: skip
+    server = start_up_process(work / "data", work / "up.log", "-c", str(config))
     yield server, rules
     server.stop()
 

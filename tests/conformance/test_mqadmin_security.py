@@ -17,7 +17,7 @@ from pocketmq.client import Admin, Message, Producer, SendStatus
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RocketMQError
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 from tests.conformance.reference import CLIENT_JVM, JAVA_DIR, ReferenceUnavailable, fetch_jars
 
 pytestmark = pytest.mark.conformance
@@ -62,17 +62,7 @@ class Mqadmin:
 def start(work: Path, settings: dict[str, str]) -> ServerProcess:
     config = work / "broker.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    return start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(work / "data"),
-            "-c", str(config),
-        ],
-        work / "up.log",
-    )  # fmt: skip
+    return start_up_process(work / "data", work / "up.log", "-c", str(config))
 
 
 def sends(namesrv: str, topic: str, account: SessionCredentials) -> bool:

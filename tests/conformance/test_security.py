@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 from tests.conformance.reference import run_java_driver
 
 pytestmark = pytest.mark.conformance
@@ -17,17 +17,7 @@ pytestmark = pytest.mark.conformance
 def secured_up(tmp_path: Path, **settings: str) -> ServerProcess:
     config = tmp_path / "secured.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    return start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    return start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
 
 
 def test_the_java_client_over_tls_against_enforcing_mode(

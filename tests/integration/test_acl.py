@@ -19,7 +19,7 @@ from pocketmq.client import Admin, Message, Producer, SendStatus
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RocketMQError
-from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from pocketmq.testing import ServerProcess, start_up_process, wait_until
 from tests.integration.replication import BrokerGroup
 
 ADMIN = SessionCredentials("RocketMQAdmin", "admin-secret-1")
@@ -54,17 +54,7 @@ def secured(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     rules.write_text(RULES)
     config = tmp_path / "broker.properties"
     config.write_text(f"aclEnable=true\naclFilePath={rules}\nautoCreateTopicEnable=false\n")
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         with Admin([server.address], credentials=ADMIN) as admin:
             admin.create_topic(TopicSettings("AclTopic", 2, 2), cluster="DefaultCluster")

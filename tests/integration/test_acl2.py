@@ -17,7 +17,7 @@ from pocketmq.client import Admin, Message, Producer, SendStatus
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RocketMQError
-from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from pocketmq.testing import ServerProcess, start_up_process, wait_until
 from tests.integration.replication import BrokerGroup
 
 ROOT = SessionCredentials("rocketmq", "root-secret-0")
@@ -33,17 +33,9 @@ AS_ROOT = ("--accessKey", ROOT.access_key, "--secretKey", ROOT.secret_key)
 def up(work: Path, **settings: str) -> ServerProcess:
     config = work / "broker.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in {**AUTH, **settings}.items()))
-    return start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(work / "data"),
-            "-c", str(config),
-        ],
-        work / f"up-{len(list(work.glob('up-*.log')))}.log",
-    )  # fmt: skip
+    return start_up_process(
+        work / "data", work / f"up-{len(list(work.glob('up-*.log')))}.log", "-c", str(config)
+    )
 
 
 def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:

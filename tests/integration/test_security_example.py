@@ -15,7 +15,7 @@ import pytest
 from pocketmq.client import Admin
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 from tests.integration.test_docs_examples import (
     DOCS,
     README_NAMESRV,
@@ -39,17 +39,7 @@ def example(tmp_path: Path) -> Iterator[ServerProcess]:
         .read_text()
         .replace("aclFilePath=examples/security/plain_acl.yml", f"aclFilePath={rules}")
     )
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         admin = SessionCredentials("rocketmqAdmin", "admin-secret-0")
         with Admin([server.address], tls=True, credentials=admin) as client:

@@ -16,7 +16,7 @@ import pytest
 from pocketmq.client import Admin, Message, Producer, SendResult, SendStatus
 from pocketmq.client.errors import RocketMQError
 from pocketmq.remoting.tls import TlsConfig
-from pocketmq.testing import ServerProcess, start_server_process, wait_until
+from pocketmq.testing import ServerProcess, start_up_process, wait_until
 from tests.integration.certificates import Authority
 from tests.integration.replication import BrokerGroup
 
@@ -26,17 +26,7 @@ TOPIC = "TlsTopic"
 def up(tmp_path: Path, **settings: str) -> ServerProcess:
     config = tmp_path / "up.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    return start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    return start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
 
 
 def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:

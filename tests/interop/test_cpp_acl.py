@@ -11,7 +11,7 @@ from typing import Any
 from pocketmq.client import Admin
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.testing import start_server_process
+from pocketmq.testing import start_up_process
 from tests.interop.cpp_harness import bodies
 
 RULES = """\
@@ -33,17 +33,7 @@ def test_the_cpp_client_signs_and_is_refused_without_credentials(cpp: Any, tmp_p
     rules.write_text(RULES)
     config = tmp_path / "broker.properties"
     config.write_text(f"aclEnable=true\naclFilePath={rules}\n")
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         with Admin(
             [server.address], credentials=SessionCredentials("adminAccount", "admin-secret")

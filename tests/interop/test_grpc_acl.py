@@ -16,7 +16,7 @@ from pocketmq.client import Admin
 from pocketmq.client.admin import AdminClient
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.testing import start_server_process
+from pocketmq.testing import start_up_process
 from tests.interop.cpp_harness import CACHE, SCRIPTS, ensure_client_venv
 from tests.interop.test_grpc_clients import PYTHON_CLIENT
 
@@ -67,17 +67,7 @@ def test_the_python_5x_client_signs_and_the_proxy_checks_it(tmp_path: Path) -> N
     rules.write_text(RULES)
     config = tmp_path / "broker.properties"
     config.write_text(f"aclEnable=true\naclFilePath={rules}\n")
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         admin_account = SessionCredentials("adminAccount", "admin-secret")
         with Admin([server.address], credentials=admin_account) as admin:
@@ -116,17 +106,7 @@ def test_the_python_5x_client_against_acl_2_users_through_the_local_proxy(tmp_pa
         "authenticationEnabled=true\nauthorizationEnabled=true\n"
         f"initAuthenticationUser={json.dumps(root)}\n"
     )
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         broker = server.named_address("broker broker-a")
 

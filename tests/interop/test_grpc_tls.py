@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pocketmq.client import Admin
 from pocketmq.client.admin.values import TopicSettings
-from pocketmq.testing import start_server_process
+from pocketmq.testing import start_up_process
 from tests.integration.certificates import Authority
 from tests.interop.cpp_harness import CACHE, SCRIPTS, ensure_client_venv
 from tests.interop.test_grpc_clients import PYTHON_CLIENT
@@ -39,17 +39,7 @@ def test_the_python_5x_client_over_tls_to_an_enforcing_proxy(tmp_path: Path) -> 
         "tls.server.mode=enforcing\ntls.enable=true\n"
         f"tls.server.certPath={cert}\ntls.server.keyPath={key}\n"
     )
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(tmp_path / "data"),
-            "-c", str(config),
-        ],
-        tmp_path / "up.log",
-    )  # fmt: skip
+    server = start_up_process(tmp_path / "data", tmp_path / "up.log", "-c", str(config))
     try:
         with Admin([server.address], tls=True) as admin:
             settings = TopicSettings("GrpcTls", 4, 4, attributes="+message.type=NORMAL")

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pocketmq.client import Admin
 from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, start_up_process
 
 RULES = """\
 accounts:
@@ -38,17 +38,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     config.write_text(
         f"aclEnable=true\naclFilePath={rules}\ntls.server.mode=enforcing\ntls.enable=true\n"
     )
-    server = start_server_process(
-        [
-            "up",
-            "--namesrv-port", "0",
-            "--broker-port", "0",
-            "--proxy-port", "0",
-            "--data-dir", str(work / "data"),
-            "-c", str(config),
-        ],
-        work / "up.log",
-    )  # fmt: skip
+    server = start_up_process(work / "data", work / "up.log", "-c", str(config))
     try:
         admin = SessionCredentials("adminAccount", "admin-secret-0")
         with Admin([server.address], tls=True, credentials=admin) as client:
