@@ -18,6 +18,7 @@ from pocketmq.client.errors import RocketMQError
 from pocketmq.remoting.tls import TlsConfig
 from pocketmq.testing import ServerProcess, start_up_process, wait_until
 from tests.integration.certificates import Authority
+from tests.integration.dledger import running_group
 from tests.integration.replication import BrokerGroup
 
 TOPIC = "TlsTopic"
@@ -156,3 +157,22 @@ def test_a_master_requiring_client_certificates_replicates_only_to_a_slave_that_
         "the slave without a certificate saying why it cannot replicate",
         timeout_s=30,
     )
+
+
+def test_dledger_replicas_elect_and_replicate_with_tls_enforced(tmp_path: Path) -> None:
+    """Raft between the replicas, their registration and the clients, all over TLS: every
+    listener refuses plaintext, every replica connects with `tls.enable`."""
+    tls = {"tls.server.mode": "enforcing", "tls.enable": "true"}
+    with running_group(tmp_path, **tls) as group:
+        group.admin = Admin([group.namesrv_addr], timeout_s=3.0, tls=True)
+        master = group.wait_master(timeout_s=30)
+        with Producer("tls-dledger", namesrv=group.namesrv_addr, tls=True) as producer:
+            for i in range(5):
+                assert (
+                    producer.send(Message(TOPIC, f"raft-{i}".encode())).status is SendStatus.SEND_OK
+                )
+        end = group.wait_converged()
+        reference = group.commit_log_bytes(master, end)
+        assert all(group.commit_log_bytes(name, end) == reference for name in group.replicas)
+    log = "".join(path.read_text(errors="replace") for path in tmp_path.glob("n*.log"))
+    assert "tls enforcing" in log
