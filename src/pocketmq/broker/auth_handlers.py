@@ -121,9 +121,9 @@ class AuthAdminHandlers:
 
     def _delete_user(self, request: RemotingCommand) -> RemotingCommand:
         username = request.ext_fields.get("username", "")
+        if not username.strip():
+            raise AuthError("username can not be blank")
         try:
-            if not username.strip():
-                raise _Invalid("The username is blank")
             self._super_only(request, self.store.users.get(username), "delete")
         except _Answer as answer:
             return answer.to(request)
@@ -131,7 +131,10 @@ class AuthAdminHandlers:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def _get_user(self, request: RemotingCommand) -> RemotingCommand:
-        user = self.store.users.get(request.ext_fields.get("username", ""))
+        username = request.ext_fields.get("username", "")
+        if not username.strip():
+            return _Invalid("The username is blank").to(request)
+        user = self.store.users.get(username)
         body = _json(user.to_info()) if user is not None else b""
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
@@ -142,6 +145,8 @@ class AuthAdminHandlers:
 
     # -- ACLs ----------------------------------------------------------------------------------
     def _put_acl(self, request: RemotingCommand) -> RemotingCommand:
+        if not request.body:
+            return _SystemError("The body of acl is null").to(request)
         acl = acl_from_info(_body(request), subject=request.ext_fields.get("subject"))
         self.store.put_acl(acl)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
@@ -153,7 +158,10 @@ class AuthAdminHandlers:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def _get_acl(self, request: RemotingCommand) -> RemotingCommand:
-        acl = self.store.acls.get(request.ext_fields.get("subject", ""))
+        subject = request.ext_fields.get("subject", "")
+        if not subject.strip():
+            raise AuthError("The subject is null.")
+        acl = self.store.acls.get(subject)
         body = _json(acl.to_info()) if acl is not None else b""
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
 
