@@ -27,7 +27,7 @@ from pocketmq.common.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.spark.cluster import ROUTE_REFRESH_S, Cluster
-from pocketmq.spark.options import ReadOptions
+from pocketmq.spark.options import Connection, ReadOptions
 from pocketmq.spark.reader import StreamReader
 from pocketmq.testing import ServerProcess, start_up_process
 from tests.spark.conftest import create_topic, produce, stream, wait_until
@@ -269,7 +269,8 @@ def test_latest_offset_asks_each_broker_once_and_the_nameserver_only_to_refresh(
     topic = create_topic(namesrv, "cheap-latest", queues=2)
     produce(namesrv, topic, 100)
     counting = CountingCluster(namesrv)
-    monkeypatch.setitem(Cluster._shared, namesrv, counting.cluster)  # what Cluster.of returns
+    # What Cluster.of returns for the reader's options.
+    monkeypatch.setitem(Cluster._shared, Connection(namesrv), counting.cluster)
     reader = StreamReader(ReadOptions.parse({"namesrv": namesrv, "topic": topic}, streaming=True))
     start = reader.initialOffset()
     assert sum(start.values()) == 100
@@ -302,7 +303,7 @@ def test_a_pattern_lists_topics_once_per_refresh_and_then_sees_new_ones(
     namesrv = cluster.address
     first = create_topic(namesrv, "pattern-x")
     counting = CountingCluster(namesrv)
-    monkeypatch.setitem(Cluster._shared, namesrv, counting.cluster)
+    monkeypatch.setitem(Cluster._shared, Connection(namesrv), counting.cluster)
     pattern = first.rsplit("-", 1)[0] + "-[0-9]+"
     reader = StreamReader(
         ReadOptions.parse({"namesrv": namesrv, "topicpattern": pattern}, streaming=True)
