@@ -9,7 +9,9 @@ The interop tests once saw this client lose a message of a queue now and then; r
 takes all 8 queues and consumes a pull or three (32 messages each) from offset 0; the second
 one's rebalance queries the offsets of its half before the first one's rebalance, on
 NOTIFY_CONSUMER_IDS_CHANGED, commits what it consumed there, so it reads them again. That is
-at-least-once delivery, so only losses fail; duplicates are printed.
+at-least-once delivery, so only losses fail; duplicates are printed. Only pocketmq's losses
+fail: in one run of the suite (2026-11-27) Apache RocketMQ lost `body-0`, the consumer that
+took queue 0 starting at offset 1, so the reference's figures are printed, not asserted.
 """
 
 from __future__ import annotations
@@ -147,4 +149,6 @@ def test_two_clustered_consumers_started_together_lose_nothing(
             f"C++ clustering on {row.server}, round {row.round}: {row.delivered} deliveries, "
             f"{row.lost} lost, {row.duplicates} duplicates\n"
         )
-    assert [row.lost for row in figures] == [0] * ROUNDS
+    if server == "pocketmq_twin":
+        assert [row.lost for row in figures] == [0] * ROUNDS
+    # The reference's figures are printed, not asserted: RocketMQ itself has lost one (above).

@@ -254,6 +254,8 @@ def configure(config: TlsConfig) -> None:
         config.server_context()
     config.client_context()
     _current = dataclasses.replace(config)
+    _cached_server_context.cache_clear()  # keyed by id: a new object may reuse an old id
+    _cached_client_context.cache_clear()
     # RocketMQ's defaults (permissive, test certificate, plaintext out) are not news.
     level = logging.DEBUG if config == TlsConfig(config_file=config.config_file) else logging.INFO
     log.log(level, "TLS: %s", config.described())
