@@ -20,10 +20,11 @@ class Authority:
         self.folder = folder
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pocketmq test CA")])
-        self.certificate = self._builder(self.name, self.key.public_key()).add_extension(
-            x509.BasicConstraints(ca=True, path_length=None), critical=True
+        signed = (
+            self._builder(self.name, self.key.public_key())
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self.key, hashes.SHA256())
         )
-        signed = self.certificate.sign(self.key, hashes.SHA256())
         self.path = folder / "ca.pem"
         self.path.write_bytes(signed.public_bytes(serialization.Encoding.PEM))
 
@@ -34,7 +35,7 @@ class Authority:
         return (
             x509.CertificateBuilder()
             .subject_name(subject)
-            .issuer_name(self.name if hasattr(self, "name") else subject)
+            .issuer_name(self.name)
             .public_key(public_key)
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
