@@ -1,0 +1,1 @@
+"""What operators see of a running process: metrics, log files and message trace."""
