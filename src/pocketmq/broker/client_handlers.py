@@ -66,7 +66,13 @@ class ClientHandlers:
                 self._topics.create_system_topic(retry, 1, PERM_READ | PERM_WRITE, now_ms)
                 if self._on_topic_created is not None:
                     self._on_topic_created()
-        changed = self.registry.heartbeat(data, channel, now_ms)
+        changed = self.registry.heartbeat(
+            data,
+            channel,
+            now_ms,
+            language=request.language.name.lower(),
+            version=request.version,
+        )
         for group in changed:
             log.info("consumer group %s changed: %s", group, self.registry.consumer_ids(group))
             # The newcomer too, as RocketMQ does: its own first rebalance may have run before

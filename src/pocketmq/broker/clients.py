@@ -132,6 +132,10 @@ class ClientChannel:
     client_id: str
     channel: Any
     last_update_ms: int
+    language: str = "java"
+    """The client's `LanguageCode`, lower case, from its heartbeat's header."""
+    version: int = 0
+    """Its `MQVersion` ordinal."""
 
 
 @dataclass(slots=True)
@@ -152,12 +156,22 @@ class ClientRegistry:
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, ClientChannel]] = {}
 
-    def heartbeat(self, data: HeartbeatData, channel: Any, now_ms: int) -> list[str]:
+    def heartbeat(
+        self,
+        data: HeartbeatData,
+        channel: Any,
+        now_ms: int,
+        *,
+        language: str = "java",
+        version: int = 0,
+    ) -> list[str]:
         """Registers a heartbeat; returns the consumer groups whose membership changed."""
         changed = []
         for group in data.producer_groups:
             clients = self.producer_groups.setdefault(group, {})
-            clients[data.client_id] = ClientChannel(data.client_id, channel, now_ms)
+            clients[data.client_id] = ClientChannel(
+                data.client_id, channel, now_ms, language, version
+            )
         for consumer in data.consumer_groups:
             info = self.consumer_groups.get(consumer.group)
             if info is None:
@@ -178,7 +192,9 @@ class ClientRegistry:
             existing = info.clients.get(data.client_id)
             if existing is None or existing.channel is not channel:
                 changed.append(consumer.group)
-            info.clients[data.client_id] = ClientChannel(data.client_id, channel, now_ms)
+            info.clients[data.client_id] = ClientChannel(
+                data.client_id, channel, now_ms, language, version
+            )
         return changed
 
     def unregister(

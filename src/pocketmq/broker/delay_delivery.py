@@ -149,6 +149,13 @@ class DelayDelivery:
                 self.offsets.changed = True
                 log.exception("saving delayOffset.json failed; trying again later")
 
+    def backlog(self) -> int:
+        """Delayed messages not yet delivered, over every level."""
+        return sum(
+            max(0, self._store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1) - offset)
+            for level, offset in self.offsets.offsets.items()
+        )
+
     def runtime_stats(self) -> dict[str, str]:
         """`scheduleMessageOffset_<level>` = `offset,maxOffset`, as RocketMQ's runtime info."""
         stats = {}

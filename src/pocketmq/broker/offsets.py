@@ -110,6 +110,10 @@ class ConsumerOffsetTable:
         self.commit(group, topic, queue_id, offset)
         return True
 
+    def entries(self) -> list[tuple[tuple[str, str], dict[int, int]]]:
+        """Every (topic, group) and its committed offsets by queue (a copy of the keys)."""
+        return list(self._table.items())
+
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when the group never committed for that queue."""
         return self._table.get((topic, group), {}).get(queue_id)

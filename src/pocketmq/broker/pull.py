@@ -54,6 +54,7 @@ from pocketmq.broker.headers import (
     required_text,
 )
 from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.metrics import BrokerMetrics
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import ResponseCode
@@ -235,6 +236,7 @@ class PullHandler:
         self._settings = settings
         self.pulled_messages = 0
         """Messages served so far (runtime info `pulledMessageCount`)."""
+        self.metrics: BrokerMetrics | None = None
 
     @answers_header_errors()
     async def handle(self, request: RemotingCommand, channel: Channel | None) -> RemotingCommand:
@@ -320,6 +322,7 @@ class PullHandler:
                 else settings.short_polling_ms
             )
             loop = asyncio.get_running_loop()
+            request.suspended = True
             deadline = loop.time() + min(hold_ms, settings.hold_ms_max) / 1000
             while (remaining_s := deadline - loop.time()) > 0:
                 arrived = await self._hold.hold(header.topic, header.queue_id, offset, remaining_s)
@@ -347,6 +350,15 @@ class PullHandler:
             result.next_begin_offset,
             result.max_offset,
         )
+        if code is ResponseCode.SUCCESS and self.metrics is not None:
+            self.metrics.pulled_messages(
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                len(result.buffers),
+                sum(map(len, result.buffers)),
+                result.next_begin_offset,
+            )
         return self._response(request, code, result)
 
     def _read(self, header: PullHeader, offset: int, selection: MessageFilter) -> GetResult:

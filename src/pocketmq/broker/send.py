@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from pocketmq.broker.headers import HeaderError
+from pocketmq.broker.metrics import BrokerMetrics, message_type
 from pocketmq.broker.put_path import Put, PutPath, PutRefusal
 from pocketmq.broker.retry_policy import (
     DLQ_QUEUE_NUMS,
@@ -198,6 +199,7 @@ class SendHandler:
         self.find_group = find_group
         self._rng = rng or random.Random()
         self.topic_registered: Callable[[], Awaitable[None]] | None = None
+        self.metrics: BrokerMetrics | None = None
         """Waits until the NameServers know the broker's topics (after an auto-creation)."""
 
     async def handle(self, request: RemotingCommand, channel: PeerChannel) -> RemotingCommand:
@@ -394,6 +396,14 @@ class SendHandler:
         if stored_code is None:
             code, remark = self.put_path.failure_answer(result)
             return self._answer(request, code, remark)
+        if self.metrics is not None:
+            self.metrics.stored(
+                header.topic,
+                message_type(header.properties),
+                len(result.physical_offsets),
+                result.wrote_bytes,
+                result.durability.value,
+            )
         fields = {
             "msgId": ",".join(
                 create_offset_msg_id(self.store_host, offset) for offset in result.physical_offsets

@@ -27,6 +27,7 @@ from pocketmq.broker.headers import (
     required_long,
     required_text,
 )
+from pocketmq.broker.metrics import BrokerMetrics
 from pocketmq.broker.put_path import PutPath
 from pocketmq.broker.retry_policy import (
     DLQ_QUEUE_NUMS,
@@ -93,6 +94,7 @@ class SendBackHandler:
         self._topics = topics
         self._find_group = find_group
         self._put_path = put_path
+        self.metrics: BrokerMetrics | None = None
         self._clock = clock
         self._on_topic_created = on_topic_created
         self._broker_permission = broker_permission
@@ -158,6 +160,8 @@ class SendBackHandler:
                 request, ResponseCode.SYSTEM_ERROR, f"{result.status.value}{detail}"
             )
         if decision.dead:
+            if self.metrics is not None:
+                self.metrics.dead_lettered(group, fields.get("originTopic") or stored.topic)
             log.info(
                 "message %s of topic %s moved to %s after %d reconsume times (max %d, "
                 "delay level asked %d)",

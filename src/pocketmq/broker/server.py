@@ -32,6 +32,7 @@ from pocketmq.broker.ha.metadata_sync import slave_metadata_sync
 from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import MetadataSync
 from pocketmq.broker.master_services import MasterServices
+from pocketmq.broker.metrics import BrokerMetrics
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.persistence import MetadataPersistence
 from pocketmq.broker.queue_locks import QueueLockTable
@@ -47,6 +48,9 @@ from pocketmq.broker.wiring import (
     load_delayed_services,
 )
 from pocketmq.client.credentials import inner_credentials
+from pocketmq.observability.exporter import source_for
+from pocketmq.observability.metrics_config import MetricsConfig
+from pocketmq.observability.registry import MetricSource
 from pocketmq.raft.node import NotLeaderError, ProposalLostError
 from pocketmq.remoting.transport import RemotingClient, RemotingServer
 from pocketmq.runtime.clock import Clock, SystemClock
@@ -98,7 +102,10 @@ class BrokerServer:
         store_config: MessageStoreConfig,
         *,
         clock: Clock | None = None,
+        metrics: MetricSource | None = None,
     ) -> None:
+        """`metrics`: where the broker counts (by default a source labelled with its cluster
+        and name, as RocketMQ's broker labels its metrics); an exporter collects it."""
         self.config = config
         self.clock = clock or SystemClock()
         self.ip = advertised_ip(config)
@@ -160,6 +167,22 @@ class BrokerServer:
         self._started_ms = 0
         self.acl: AclHook | None = None
         self.auth: AuthHook | None = None
+        self.metrics = BrokerMetrics(
+            metrics
+            or source_for(
+                MetricsConfig(),
+                "broker-meter",
+                "broker",
+                config.broker_cluster_name,
+                config.broker_name,
+            )
+        )
+        self.metrics.watch(self)
+
+    @property
+    def wiring(self) -> BrokerWiring | None:
+        """The handlers and services, while the broker runs."""
+        return self._wiring
 
     @property
     def address(self) -> str:
@@ -180,6 +203,7 @@ class BrokerServer:
             port=self.config.listen_port,
             idle_timeout_s=self.config.server_channel_max_idle_time_seconds,
         )
+        server.observe = self.metrics.rpc
         self.server = server
         port = await server.start(serve=False)
         self.store = store = build_store(
@@ -252,6 +276,7 @@ class BrokerServer:
                 else persistence.save_offsets_now
             ),
             runtime_info=self.runtime_info,
+            metrics=self.metrics,
         )
         self.master_services = MasterServices(
             delayed.delay_delivery,

@@ -27,6 +27,7 @@ from pocketmq.broker.groups import SubscriptionGroupConfig
 from pocketmq.broker.ha.role import ReplicaRole
 from pocketmq.broker.ha.sync import master_routes
 from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.broker.metrics import BrokerMetrics
 from pocketmq.broker.offset_handlers import OffsetHandlers
 from pocketmq.broker.offset_reset import OffsetResetHandlers
 from pocketmq.broker.offsets import ConsumerOffsetTable
@@ -144,8 +145,10 @@ class BrokerWiring:
         topics_changed: Callable[[], None],
         persist_offsets_now: Callable[[], Awaitable[None]],
         runtime_info: Callable[[], dict[str, str]],
+        metrics: BrokerMetrics,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.put_path = put_path
         self.config = config
         self.store_config = store_config
@@ -176,6 +179,7 @@ class BrokerWiring:
             settings=PullSettings.from_config(config, store_config),
             registered_subscription=clients.subscription,
         )
+        self.pull.metrics = metrics
         self.pop_arrivals = PopArrivals()
         store.dispatcher.on_dispatched.append(self.pop_arrivals.on_dispatched)
         self.pop = PopService(
@@ -302,26 +306,29 @@ class BrokerWiring:
             find_group=self._find_group,
         )
         send.topic_registered = self.topics_registered
+        send_back = SendBackHandler(
+            store,
+            self.topics,
+            self._find_group,
+            put_path,
+            self.clock,
+            self._topics_changed,
+            broker_permission=lambda: send.broker_permission,
+        )
+        end_transaction = EndTransactionHandler(
+            store,
+            put_path,
+            self.clock,
+            transaction_timeout_ms=config.transaction_timeout_ms,
+            is_slave=lambda: self.replica.is_slave,
+        )
+        send.metrics = send_back.metrics = end_transaction.metrics = self.metrics
         return {
             RequestCode.SEND_MESSAGE: send.handle,
             RequestCode.SEND_MESSAGE_V2: send.handle,
             RequestCode.SEND_BATCH_MESSAGE: send.handle,
-            **SendBackHandler(
-                store,
-                self.topics,
-                self._find_group,
-                put_path,
-                self.clock,
-                self._topics_changed,
-                broker_permission=lambda: send.broker_permission,
-            ).routes(),
-            **EndTransactionHandler(
-                store,
-                put_path,
-                self.clock,
-                transaction_timeout_ms=config.transaction_timeout_ms,
-                is_slave=lambda: self.replica.is_slave,
-            ).routes(),
+            **send_back.routes(),
+            **end_transaction.routes(),
             **RecallHandler(
                 put_path,
                 self.topics,

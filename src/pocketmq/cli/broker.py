@@ -14,7 +14,11 @@ from pocketmq.cli.serving import (
     check_data_dir,
     run_server,
     serve_until_signalled,
+    start_metrics,
 )
+from pocketmq.observability.exporter import MetricsExporter, source_for
+from pocketmq.observability.metrics_config import MetricsConfig
+from pocketmq.observability.registry import MetricsHub
 from pocketmq.store.config import MessageStoreConfig
 
 
@@ -29,29 +33,42 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, MessageStoreConfig]:
+def build_configs(
+    args: argparse.Namespace,
+) -> tuple[BrokerConfig, MessageStoreConfig, MetricsConfig]:
     """The broker's settings: defaults, then the file, then the flags."""
     broker = BrokerConfig()
     store = MessageStoreConfig()
-    apply_config_file(args.config, broker, store)
+    metrics = MetricsConfig()
+    apply_config_file(args.config, broker, store, metrics)
     if args.namesrv is not None:
         broker.namesrv_addr = args.namesrv
     if args.port is not None:
         broker.listen_port = args.port
     if args.data_dir is not None:
         store.store_path_root_dir = args.data_dir
-    return broker, store
+    return broker, store, metrics
 
 
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
-        broker_config, store_config = build_configs(args)
+        broker_config, store_config, metrics_config = build_configs(args)
         fix_dir = "--data-dir" if args.data_dir is not None else "storePathRootDir (or --data-dir)"
         check_data_dir(store_config.store_path_root_dir, f"choose another with {fix_dir}")
+        hub = MetricsHub()
+        source = source_for(
+            metrics_config,
+            "broker-meter",
+            "broker",
+            broker_config.broker_cluster_name,
+            broker_config.broker_name,
+        )
+        hub.add(source)
         try:
-            server = BrokerServer(broker_config, store_config)
+            server = BrokerServer(broker_config, store_config, metrics=source)
         except BrokerConfigError as exc:
             raise StartupError(str(exc), status=2) from None
+        exporter = MetricsExporter(metrics_config, hub, server.ip)
 
         async def start() -> str:
             try:
@@ -60,8 +77,13 @@ def run(args: argparse.Namespace) -> int:
                 fix = "--port N or listenPort=N (0 picks a free port)"
                 port = broker_config.listen_port
                 raise bind_failure(exc, "broker port", port, fix) from None
-            return f"broker {broker_config.broker_name} ready at {server.address}"
+            metrics = await start_metrics(exporter)
+            return f"broker {broker_config.broker_name}{metrics} ready at {server.address}"
 
-        await serve_until_signalled(start, server.stop)
+        async def stop() -> None:
+            await exporter.stop()
+            await server.stop()
+
+        await serve_until_signalled(start, stop)
 
     return run_server(main, "pocketmq broker")

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pocketmq.common.config import ConfigError, apply_properties, load_properties
+from pocketmq.observability.exporter import MetricsExporter
 from pocketmq.remoting import tls
 
 log = logging.getLogger("pocketmq")
@@ -97,6 +98,23 @@ def apply_config_file(path: str | None, *configs: Any) -> dict[str, str]:
     if unknown:
         log.warning("%s: keys not used by pocketmq: %s", path, ", ".join(sorted(unknown)))
     return properties
+
+
+async def start_metrics(exporter: MetricsExporter) -> str:
+    """Starts a server's metrics exporter; returns ` (metrics <host:port>)` for its ready line
+    when it serves Prometheus, else "".
+
+    Raises:
+        StartupError: the Prometheus port cannot be bound.
+    """
+    try:
+        await exporter.start()
+    except OSError as exc:
+        port = exporter.config.prom_port
+        fix = "metricsPromExporterPort=N (0 picks a free port)"
+        raise bind_failure(exc, "metrics port", port, fix) from None
+    endpoint = exporter.endpoint
+    return f" (metrics {endpoint.host}:{endpoint.port})" if endpoint is not None else ""
 
 
 def announce_ready(what: str) -> None:

@@ -200,6 +200,15 @@ MESSAGE_RESERVE_TIME: Final = _d(
     group="store",
 )
 
+STORAGE_FREE: Final = _d(
+    "pocketmq_storage_free_bytes",
+    G,
+    "Free bytes on the store's disk",
+    STORAGE,
+    BYTES,
+    group="store",
+)
+
 # -- pocketmq's own -----------------------------------------------------------------------------
 REPLICA_LAG_BYTES: Final = _d(
     "pocketmq_replica_lag_bytes",

@@ -127,7 +127,8 @@ class MetricSource:
         self._histograms.append(histogram)
         return histogram
 
-    def gauge(self, definition: Definition, read: GaugeReader) -> None:
+    def observe(self, definition: Definition, read: GaugeReader) -> None:
+        """`read` gives the points at collection: a gauge, or a counter kept elsewhere."""
         self._gauges.append(Gauge(definition, read))
 
     def _serves(self, definition: Definition) -> bool:

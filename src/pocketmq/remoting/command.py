@@ -53,6 +53,8 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    suspended: bool = field(default=False, compare=False, repr=False)
+    """Set by a handler that held the request (long polling); never on the wire."""
 
     @property
     def is_response(self) -> bool:

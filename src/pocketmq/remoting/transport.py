@@ -49,6 +49,9 @@ RequestHandler = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingComman
 """Answers one request; returns the response (None for oneway requests or no answer)."""
 
 RequestGuard = Callable[[RemotingCommand, "Channel"], RemotingCommand | None]
+RequestObserver = Callable[[int, int, float, bool, bool], None]
+"""Told of each handled request: its code, the answer's code (-1: none was made), seconds
+taken, whether it was oneway and whether it was held (long polling)."""
 """Runs before the handler of a known code (the ACL check); a response it returns refuses the
 request with it."""
 
@@ -82,6 +85,7 @@ class Channel:
     ) -> None:
         self.id = next(_channel_ids)
         self.guard: RequestGuard | None = None
+        self.observe: RequestObserver | None = None
         self._reader = reader
         self._writer = writer
         self._handlers = handlers
@@ -202,11 +206,18 @@ class Channel:
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests of this connection being handled now."""
+        return len(self._tasks)
+
     async def _handle(self, request: RemotingCommand) -> None:
+        started = time.perf_counter()
+        response: RemotingCommand | None = None
         try:
             handler = self._handlers.get(request.code)
             if handler is None:
-                response: RemotingCommand | None = RemotingCommand.response_to(
+                response = RemotingCommand.response_to(
                     request,
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                     f" request type {request.code} not supported",
@@ -229,6 +240,14 @@ class Channel:
             pass  # the peer went away while we answered
         finally:
             self._slots.release()
+            if self.observe is not None:
+                self.observe(
+                    request.code,
+                    response.code if response is not None else -1,
+                    time.perf_counter() - started,
+                    request.is_oneway,
+                    request.suspended,
+                )
 
     # -- closing ---------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -280,6 +299,7 @@ class RemotingServer:
     ) -> None:
         self.handlers = dict(handlers)
         self.guard: RequestGuard | None = None
+        self.observe: RequestObserver | None = None
         self.host = host
         self.port = port
         self._frame_bytes_max = frame_bytes_max
@@ -325,6 +345,7 @@ class RemotingServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
         channel.guard = self.guard
+        channel.observe = self.observe
         self.channels.add(channel)
         channel.on_close.append(self._forget)
         log.debug("connection from %s", channel.remote_address)

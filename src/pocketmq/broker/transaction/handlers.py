@@ -26,6 +26,7 @@ from pocketmq.broker.headers import (
     required_long,
     required_text,
 )
+from pocketmq.broker.metrics import BrokerMetrics
 from pocketmq.broker.put_path import PutPath, PutRefusal
 from pocketmq.broker.transaction.half_messages import (
     HALF_TOPIC,
@@ -120,6 +121,7 @@ class EndTransactionHandler:
         """
         self._store = store
         self._put_path = put_path
+        self.metrics: BrokerMetrics | None = None
         self._clock = clock
         self._timeout_ms = transaction_timeout_ms
         self._is_slave = is_slave
@@ -198,6 +200,9 @@ class EndTransactionHandler:
             await self._delete_half(half)
         except PutRefusal as exc:  # a commit whose timer the wheel does not take
             return self._answer(request, exc.code, exc.remark)
+        if self.metrics is not None:
+            topic = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
+            self.metrics.transaction_ended(topic, committed=kind == TRANSACTION_COMMIT_TYPE)
         return self._answer(request, ResponseCode.SUCCESS, None)
 
     def _outlived_immunity(self, header: EndTransactionHeader, half: StoredMessage) -> bool:

@@ -572,6 +572,11 @@ class TimerMessageStore:
             self.pending = max(self.pending - 1, 0)
 
     # -- statistics ------------------------------------------------------------------------
+    def backlog(self) -> int:
+        """Timer messages waiting: in the wheel, and not yet read from the timer queue."""
+        queue_max = self._store.get_max_offset_in_queue(TIMER_TOPIC, TIMER_QUEUE_ID)
+        return self.pending + max(queue_max - self.enqueue_offset, 0)
+
     def runtime_stats(self) -> dict[str, str]:
         """RocketMQ's timer keys of the broker runtime info: how far delivery is behind the
         clock (s), enqueuing behind the timer queue (messages), and the pending count."""
