@@ -42,6 +42,7 @@ from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
 from pocketmq.client.admin import AdminClient, AdminError
 from pocketmq.client.credentials import SessionCredentials, tools_yml_credentials
 from pocketmq.common.config import ConfigError
+from pocketmq.observability.trace import TRACE_TOPIC_DEFAULT
 from pocketmq.remoting.tls import TlsConfig
 
 log = logging.getLogger("pocketmq.admin")
@@ -243,6 +244,15 @@ def register(commands: Any) -> set[str]:
     p.add_argument("-b", "--beginTimestamp", type=int, default=0, help="from (ms, 0)")
     p.add_argument("-e", "--endTimestamp", type=int, default=(1 << 63) - 1, help="to (ms)")
     p.add_argument("-m", "--maxNum", type=int, default=64, help="at most (64)")
+
+    p = add("queryMsgTraceById", admin_messages.query_msg_trace_by_id, "show a message's trace")
+    p.add_argument("-i", "--msgId", required=True, help="message id (UNIQ_KEY)")
+    p.add_argument(
+        "-t", "--traceTopic", default=TRACE_TOPIC_DEFAULT, help="trace topic (RMQ_SYS_TRACE_TOPIC)"
+    )
+    p.add_argument("-b", "--beginTimestamp", type=int, default=0, help="from (ms, 0)")
+    p.add_argument("-e", "--endTimestamp", type=int, default=(1 << 63) - 1, help="to (ms)")
+    p.add_argument("-c", "--maxNum", type=int, default=64, help="at most (64)")
 
     p = add(
         "queryMsgByOffset", admin_messages.query_msg_by_offset, "show the message at a queue offset"

@@ -1,14 +1,27 @@
 """`pocketmq admin` message commands: queryMsgById, queryMsgByKey, queryMsgByOffset,
-sendMessage and consumeMessage, with a message printed as mqadmin's `queryMsgById` block."""
+queryMsgTraceById, sendMessage and consumeMessage, with a message printed as mqadmin's
+`queryMsgById` block."""
 
 from __future__ import annotations
 
 import argparse
 import base64
+import time
+import zlib
+from datetime import datetime
 from typing import Any
 
 from pocketmq.cli.admin_report import Report, human_time_ms, key_values, table
 from pocketmq.client.admin import AdminClient, AdminError, FoundMessage
+from pocketmq.common.constants import COMPRESSED_FLAG
+from pocketmq.observability.trace import (
+    TraceContext,
+    TraceDecodeError,
+    TraceMessage,
+    TraceType,
+    decode,
+    format_trace_view,
+)
 
 
 def _message_document(found: FoundMessage) -> dict[str, Any]:
@@ -97,6 +110,62 @@ async def query_msg_by_key(admin: AdminClient, args: argparse.Namespace) -> Repo
     ]
     headers = ["#Message ID", "#Broker Name", "#QID", "#Offset", "#Offset Message ID"]
     return Report([_message_document(f) for f in found], table(headers, rows))
+
+
+async def query_msg_trace_by_id(admin: AdminClient, args: argparse.Namespace) -> Report:
+    """mqadmin's `queryMsgTraceById`: the trace messages whose KEYS hold the id, printed as
+    Pub and SubAfter rows in the local time zone."""
+    found = await admin.query_message_by_key(
+        args.traceTopic,
+        args.msgId,
+        max_num=args.maxNum,
+        begin_ms=args.beginTimestamp,
+        end_ms=args.endTimestamp,
+    )
+    now_ms = time.time_ns() // 1_000_000
+    messages = [_trace_message(f, now_ms) for f in found]
+    local_zone = datetime.now().astimezone().tzinfo
+    assert local_zone is not None
+    text = format_trace_view(messages, args.msgId, tz=local_zone)
+    document = [
+        _trace_document(context, message.born_host)
+        for message in messages
+        for context in message.contexts
+        if context.beans and context.beans[0].msg_id == args.msgId
+        if context.trace_type in (TraceType.PUB, TraceType.SUB_AFTER)
+    ]
+    return Report(document, text.split("\n")[:-1] if text else [])
+
+
+def _trace_message(found: FoundMessage, now_ms: int) -> TraceMessage:
+    message = found.message
+    body = message.body
+    if message.sys_flag & COMPRESSED_FLAG:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise AdminError(
+                f"trace message {found.msg_id} has a bad compressed body: {exc}"
+            ) from None
+    try:
+        contexts = decode(body.decode("utf-8", "replace"), now_ms=now_ms)
+    except TraceDecodeError as exc:
+        raise AdminError(f"trace message {found.msg_id} does not decode: {exc}") from None
+    return TraceMessage(born_host=message.born_host[0], contexts=tuple(contexts))
+
+
+def _trace_document(context: TraceContext, client_host: str | None) -> dict[str, Any]:
+    bean = context.beans[0]
+    return {
+        "type": "Pub" if context.trace_type is TraceType.PUB else "Sub",
+        "group": context.group_name,
+        "clientHost": client_host,
+        "timestamp": context.timestamp_ms,
+        "costTimeMs": context.cost_time_ms,
+        "status": "success" if context.success else "failed",
+        "msgId": bean.msg_id,
+        "topic": bean.topic,
+    }
 
 
 async def query_msg_by_offset(admin: AdminClient, args: argparse.Namespace) -> Report:

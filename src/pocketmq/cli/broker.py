@@ -6,19 +6,18 @@ import argparse
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.server import BrokerConfigError, BrokerServer
+from pocketmq.broker.server import BrokerConfigError, BrokerServer, advertised_ip
 from pocketmq.cli.serving import (
     StartupError,
     apply_config_file,
     bind_failure,
     check_data_dir,
+    process_metrics,
     run_server,
     serve_until_signalled,
     start_metrics,
 )
-from pocketmq.observability.exporter import MetricsExporter, source_for
 from pocketmq.observability.metrics_config import MetricsConfig
-from pocketmq.observability.registry import MetricsHub
 from pocketmq.store.config import MessageStoreConfig
 
 
@@ -55,20 +54,18 @@ def run(args: argparse.Namespace) -> int:
         broker_config, store_config, metrics_config = build_configs(args)
         fix_dir = "--data-dir" if args.data_dir is not None else "storePathRootDir (or --data-dir)"
         check_data_dir(store_config.store_path_root_dir, f"choose another with {fix_dir}")
-        hub = MetricsHub()
-        source = source_for(
+        source, exporter = process_metrics(
             metrics_config,
             "broker-meter",
             "broker",
             broker_config.broker_cluster_name,
             broker_config.broker_name,
+            advertised_ip(broker_config),
         )
-        hub.add(source)
         try:
             server = BrokerServer(broker_config, store_config, metrics=source)
         except BrokerConfigError as exc:
             raise StartupError(str(exc), status=2) from None
-        exporter = MetricsExporter(metrics_config, hub, server.ip)
 
         async def start() -> str:
             try:

@@ -11,11 +11,16 @@ from pocketmq.cli.serving import (
     apply_config_file,
     bind_failure,
     check_data_dir,
+    process_metrics,
     run_server,
     serve_until_signalled,
+    start_metrics,
 )
 from pocketmq.controller.config import ControllerConfig, ControllerConfigError
 from pocketmq.controller.service import ControllerServer
+from pocketmq.observability import catalog
+from pocketmq.observability.metrics_config import MetricsConfig
+from pocketmq.observability.rpc import RpcLatency
 
 
 def register(commands: Any) -> None:
@@ -44,8 +49,15 @@ def build_controller(config: ControllerConfig) -> ControllerServer:
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         config = ControllerConfig()
-        apply_config_file(args.config, config)
+        metrics_config = MetricsConfig()
+        apply_config_file(args.config, config, metrics_config)
         server = build_controller(config)
+        host = server.address.rpartition(":")[0] or "127.0.0.1"
+        source, exporter = process_metrics(
+            metrics_config, "controller", "controller", "", config.self_id, host
+        )
+        server.node.server.observe = RpcLatency(source)
+        source.observe(catalog.CONTROLLER_ELECTIONS, lambda: list(server.election_results.items()))
 
         async def start() -> str:
             try:
@@ -53,8 +65,15 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 fix = "controllerDLegerPeers or listenPort"
                 raise bind_failure(exc, "controller port", 0, fix) from None
-            return f"controller {config.self_id} ready at {server.address}"
+            if server.extra_server is not None:
+                server.extra_server.observe = server.node.server.observe
+            with_metrics = await start_metrics(exporter)
+            return f"controller {config.self_id}{with_metrics} ready at {server.address}"
 
-        await serve_until_signalled(start, server.stop)
+        async def stop() -> None:
+            await exporter.stop()
+            await server.stop()
+
+        await serve_until_signalled(start, stop)
 
     return run_server(main, "pocketmq controller")

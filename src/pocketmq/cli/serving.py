@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pocketmq.common.config import ConfigError, apply_properties, load_properties
-from pocketmq.observability.exporter import MetricsExporter
+from pocketmq.observability.exporter import MetricsExporter, source_for
+from pocketmq.observability.metrics_config import MetricsConfig
+from pocketmq.observability.registry import MetricsHub, MetricSource
 from pocketmq.remoting import tls
 
 log = logging.getLogger("pocketmq")
@@ -100,8 +102,19 @@ def apply_config_file(path: str | None, *configs: Any) -> dict[str, str]:
     return properties
 
 
+def process_metrics(
+    config: MetricsConfig, scope: str, node_type: str, cluster: str, node_id: str, host: str
+) -> tuple[MetricSource, MetricsExporter]:
+    """A server's metric source (labelled as RocketMQ labels that kind of node) and the
+    exporter `config` chooses for it; `host` serves Prometheus when the config names none."""
+    hub = MetricsHub()
+    source = source_for(config, scope, node_type, cluster, node_id)
+    hub.add(source)
+    return source, MetricsExporter(config, hub, host)
+
+
 async def start_metrics(exporter: MetricsExporter) -> str:
-    """Starts a server's metrics exporter; returns ` (metrics <host:port>)` for its ready line
+    """Starts a server's metrics exporter; returns ` (metrics host:port)` for its ready line
     when it serves Prometheus, else "".
 
     Raises:

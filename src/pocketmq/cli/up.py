@@ -37,10 +37,16 @@ from pocketmq.cli.serving import (
     check_data_dir,
     run_server,
     serve_until_signalled,
+    start_metrics,
 )
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.common.config import ConfigError
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
+from pocketmq.observability import catalog
+from pocketmq.observability.exporter import MetricsExporter, source_for
+from pocketmq.observability.metrics_config import ExporterType, MetricsConfig
+from pocketmq.observability.registry import MetricsHub, MetricSource
+from pocketmq.observability.rpc import RpcLatency
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
 from pocketmq.proxy.server import ProxyServer
 from pocketmq.remoting.tls import TlsConfigError
@@ -68,6 +74,12 @@ def register(commands: Any) -> None:
         "--proxy-port",
         type=int,
         help="the gRPC proxy's port (8081; 0 picks a free port, the default with --namesrv-port 0)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="Prometheus /metrics port (5557; 0 picks a free port, the default with "
+        "--namesrv-port 0); metricsExporterType in the config file chooses another exporter",
     )
     parser.add_argument(
         "-c", "--config", help="a broker.properties file with RocketMQ keys for anything else"
@@ -107,7 +119,25 @@ def run(args: argparse.Namespace) -> int:
         store_config = MessageStoreConfig()
         # The proxy's keys (`tls.server.mode`, ...) may sit in the same file.
         proxy_config = ProxyConfig(proxy_mode=ProxyMode.LOCAL, bind_address="127.0.0.1")
-        from_file = apply_config_file(args.config, broker_config, store_config, proxy_config)
+        # Unlike a lone broker, the all-in-one serves Prometheus unless the file says otherwise.
+        metrics_config = MetricsConfig(exporter_type=ExporterType.PROM, prom_host="127.0.0.1")
+        from_file = apply_config_file(
+            args.config, broker_config, store_config, proxy_config, metrics_config
+        )
+        if args.metrics_port is not None:
+            metrics_config.prom_port = args.metrics_port
+        elif "metricsPromExporterPort" not in from_file:
+            metrics_config.prom_port = 0 if args.namesrv_port == 0 else METRICS_PORT_DEFAULT
+        hub = MetricsHub()
+        exporter = MetricsExporter(metrics_config, hub, "127.0.0.1")
+
+        def node_metrics(scope: str, node_type: str, node_id: str) -> MetricSource:
+            source = source_for(
+                metrics_config, scope, node_type, broker_config.broker_cluster_name, node_id
+            )
+            hub.add(source)
+            return source
+
         # Flags beat the file, the file beats up's defaults (as for `pocketmq broker`).
         if args.broker_port is not None:
             broker_config.listen_port = args.broker_port
@@ -120,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         check_data_dir(str(Path(data_dir) / "namesrv"), "choose another with --data-dir")
         check_data_dir(store_config.store_path_root_dir, _store_dir_fix(args, from_file))
         namesrv = NamesrvServer(namesrv_config)
+        namesrv.server.observe = RpcLatency(node_metrics("namesrv-meter", "nameserver", "namesrv"))
         brokers: list[BrokerServer] = []
         proxy_port = args.proxy_port
         if proxy_port is None:
@@ -127,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
         proxy_config.grpc_server_port = proxy_port
         proxy_config.rocketmq_cluster_name = broker_config.broker_cluster_name
         proxy = ProxyServer(proxy_config)
+        node_metrics("proxy-meter", "proxy", "proxy").observe(
+            catalog.PROXY_UP, lambda: [(("local",), 1.0 if proxy.port else 0.0)]
+        )
 
         async def start() -> str:
             try:
@@ -146,8 +180,14 @@ def run(args: argparse.Namespace) -> int:
                     for i in range(1, args.slaves + 1)
                 ]
             for config, store in configs:
+                # Replicas share a brokerName; one process serves them all, so each gets its own
+                # node_id (RocketMQ's node_id is the brokerName, one process per replica).
+                node_id = config.broker_name
+                if brokers:
+                    node_id += f"-{config.dleger_self_id if args.dledger else config.broker_id}"
+                metrics = node_metrics("broker-meter", "broker", node_id)
                 try:
-                    broker = BrokerServer(config, store)
+                    broker = BrokerServer(config, store, metrics=metrics)
                 except BrokerConfigError as exc:
                     raise StartupError(str(exc), status=2) from None
                 try:
@@ -179,16 +219,19 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 fix = "--proxy-port N (0 picks a free port)"
                 raise bind_failure(exc, "proxy gRPC port", proxy_port, fix) from None
+            with_metrics = await start_metrics(exporter)
             if args.dledger:
-                return await _dledger_ready(brokers, port, data_dir, served)
+                return await _dledger_ready(brokers, port, data_dir, f"{served}{with_metrics}")
             slaves = "".join(f", slave {b.config.broker_id} {b.address}" for b in brokers[1:])
             return (
                 f"up: NameServer 127.0.0.1:{port}, broker {broker_config.broker_name} "
                 f"{brokers[0].address} ({broker_config.broker_role.value}){slaves}, proxy "
-                f"127.0.0.1:{served}, data in {data_dir}; Ctrl-C stops; ready at 127.0.0.1:{port}"
+                f"127.0.0.1:{served}{with_metrics}, data in {data_dir}; Ctrl-C stops; "
+                f"ready at 127.0.0.1:{port}"
             )
 
         async def stop() -> None:
+            await exporter.stop()
             await proxy.stop()
             for broker in reversed(brokers):
                 await broker.stop()
@@ -201,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
 
 BROKER_PORT_DEFAULT = 10911
 PROXY_PORT_DEFAULT = 8081
+METRICS_PORT_DEFAULT = 5557
 DLEDGER_PORT_DEFAULT = 40911
 LEADER_WAIT_S = 15.0
 
@@ -247,7 +291,7 @@ def free_ports(count: int) -> list[int]:
 
 
 async def _dledger_ready(
-    brokers: list[BrokerServer], namesrv_port: int, data_dir: str, proxy_port: int
+    brokers: list[BrokerServer], namesrv_port: int, data_dir: str, proxy: str
 ) -> str:
     deadline = asyncio.get_running_loop().time() + LEADER_WAIT_S
     leader = None
@@ -263,7 +307,7 @@ async def _dledger_ready(
         log.warning("no DLedger leader within %.0f s; the group keeps electing", LEADER_WAIT_S)
     return (
         f"up: NameServer 127.0.0.1:{namesrv_port}, broker {brokers[0].config.broker_name} as a "
-        f"DLedger group of {len(brokers)}: {replicas}; proxy 127.0.0.1:{proxy_port}; data in "
+        f"DLedger group of {len(brokers)}: {replicas}; proxy 127.0.0.1:{proxy}; data in "
         f"{data_dir}; Ctrl-C stops; "
         f"ready at 127.0.0.1:{namesrv_port}"
     )

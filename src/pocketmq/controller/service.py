@@ -85,6 +85,8 @@ class ControllerServer:
         self.client = RemotingClient()
         self.extra_server: RemotingServer | None = None
         self.elections = 0
+        self.election_results: dict[tuple[str, str], int] = {}
+        """Elections this replica ran as leader, by (broker set, RocketMQ's result name)."""
         self._decide_lock = asyncio.Lock()
         self._scan_now = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -249,8 +251,13 @@ class ControllerServer:
             ),
         )
         if response.code == ResponseCode.SUCCESS:
+            self._count_election(name, "new_master_elected")
             self._master_changed(name, "electMaster request")
         return response
+
+    def _count_election(self, name: str, result: str) -> None:
+        key = (name, result)
+        self.election_results[key] = self.election_results.get(key, 0) + 1
 
     async def _alter_sync_state_set(self, request: RemotingCommand) -> RemotingCommand:
         name = _field(request, "brokerName")
@@ -428,6 +435,9 @@ class ControllerServer:
             if group_now is None or group_now.master_id == master:
                 continue
             self.elections += 1
+            self._count_election(
+                name, "no_master_elected" if group_now.master_id is None else "new_master_elected"
+            )
             if group_now.master_id is None:
                 log.warning("master %d of %s is gone and no replica may replace it: %s",
                             master, name, decision.remark)  # fmt: skip

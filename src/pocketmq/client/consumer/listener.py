@@ -16,9 +16,14 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.message import MessageExt
+from pocketmq.observability.trace import ConsumeReturnType
+
+if TYPE_CHECKING:
+    from pocketmq.client.trace_dispatch import ConsumeTracer
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,8 @@ class ListenerCalls:
         # Results are read on the consume threads: the lock keeps the warning to one.
         self._warned_lock = threading.Lock()
         self._warned = False
+        self.tracer: ConsumeTracer | None = None
+        """Set when message trace is on: SubBefore/SubAfter around every call."""
 
     @property
     def registered(self) -> bool:
@@ -89,14 +96,22 @@ class ListenerCalls:
     async def _call_async(self, messages: list[MessageExt]) -> ConsumeResult:
         listener = self._listener
         assert listener is not None
+        tracer = self.tracer
+        start = tracer.before(messages) if tracer is not None else None
         try:
             outcome = await listener(messages)  # type: ignore[misc]
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
             self._log_failure(messages)
-            return ConsumeResult.RECONSUME_LATER
-        return self._result_of(outcome)
+            result, return_type = ConsumeResult.RECONSUME_LATER, ConsumeReturnType.EXCEPTION
+        else:
+            result = self._result_of(outcome)
+            return_type = _return_type(result)
+        if start is not None:
+            assert tracer is not None
+            tracer.after(start, len(messages), return_type)
+        return result
 
     def _call_sync(
         self, chunks: list[list[MessageExt]], process_queue: ProcessQueue | None
@@ -115,11 +130,19 @@ class ListenerCalls:
             if process_queue is not None and process_queue.abandoned:
                 results.append(None)
                 continue
+            tracer = self.tracer
+            start = tracer.before(chunk) if tracer is not None else None
             try:
-                results.append(self._result_of(listener(chunk)))
+                result = self._result_of(listener(chunk))
             except Exception:  # noqa: BLE001 - a listener failure means "later", never a crash
                 self._log_failure(chunk)
-                results.append(ConsumeResult.RECONSUME_LATER)
+                result, return_type = ConsumeResult.RECONSUME_LATER, ConsumeReturnType.EXCEPTION
+            else:
+                return_type = _return_type(result)
+            if start is not None:
+                assert tracer is not None
+                tracer.after(start, len(chunk), return_type)
+            results.append(result)
         return results
 
     def _log_failure(self, messages: list[MessageExt]) -> None:
@@ -154,6 +177,13 @@ class ListenerCalls:
             self._group,
             type(outcome).__name__,
         )
+
+
+def _return_type(result: ConsumeResult) -> ConsumeReturnType:
+    """The trace's view of a call that returned: SUCCESS, or FAILED (RECONSUME_LATER)."""
+    if result is ConsumeResult.SUCCESS:
+        return ConsumeReturnType.SUCCESS
+    return ConsumeReturnType.FAILED
 
 
 def listener_name(listener: object) -> str:

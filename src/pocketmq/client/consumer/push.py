@@ -30,7 +30,7 @@ import logging
 import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pocketmq.client.consumer import assignment, membership
 from pocketmq.client.consumer.concurrent import ConcurrentConsumption
@@ -47,10 +47,14 @@ from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
+from pocketmq.client.trace_dispatch import CONSUME, ConsumeTracer, trace_dispatcher_for
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
 from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.event_loop import cancel_and_wait
+
+if TYPE_CHECKING:
+    from pocketmq.client.producer.producer import Producer
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class PushConsumer:
         lock_renew_interval_s: float = 20.0,
         tls: bool | ssl.SSLContext | TlsConfig | None = None,
         credentials: SessionCredentials | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         """Creates a consumer; `subscribe`, `register_listener`, then `start`.
 
@@ -129,6 +135,10 @@ class PushConsumer:
             lock_renew_interval_s: How often an orderly consumer renews its queue locks.
             tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
             credentials: The ACL account requests are signed with; ignored with `instance`.
+            enable_msg_trace: Write trace records (SubBefore, SubAfter) around every listener
+                call to the trace topic, as Java's `enableMsgTrace`.
+            trace_topic: The trace topic (Java's `customizedTraceTopic`; default
+                `RMQ_SYS_TRACE_TOPIC`).
 
         Raises:
             ClientConfigError: no NameServer and no instance, a blank group, or a bad limit.
@@ -181,6 +191,9 @@ class PushConsumer:
             )
         else:
             self._concurrent = ConcurrentConsumption(self)
+        self._enable_msg_trace = enable_msg_trace
+        self._trace_topic = trace_topic
+        self._trace_producer: Producer | None = None
         self._started = False
 
     # -- setup -----------------------------------------------------------------------------
@@ -239,6 +252,8 @@ class PushConsumer:
             self.instance, self.group, self.message_model, self._offset_store_dir
         )
         self._calls.start(self._consume_thread_count)
+        if self._enable_msg_trace:
+            await self._start_trace()
         self._started = True
         if self._orderly is not None:
             self._orderly.start()
@@ -289,11 +304,29 @@ class PushConsumer:
         if self._handoff is not None:
             await self._handoff.stop()
             await self._handoff.release(list(self._queues))
+        await self._close_trace()  # after the last listener call: its SubAfter goes too
         await membership.leave(self.instance, self.group)  # the others rebalance at once
         if self._owns_instance:
             await self.instance.close()
         self._calls.shutdown()
         log.info("consumer %s closed", self.group)
+
+    async def _start_trace(self) -> None:
+        dispatcher, trace_producer = trace_dispatcher_for(
+            self.instance, self.group, CONSUME, self._trace_topic
+        )
+        await trace_producer.start()
+        dispatcher.start()
+        self._trace_producer = trace_producer
+        self._calls.tracer = ConsumeTracer(dispatcher, self.group, self.instance.clock)
+
+    async def _close_trace(self) -> None:
+        tracer, self._calls.tracer = self._calls.tracer, None
+        if tracer is not None:
+            await tracer.dispatcher.close()
+        trace_producer, self._trace_producer = self._trace_producer, None
+        if trace_producer is not None:
+            await trace_producer.close()
 
     async def __aenter__(self) -> PushConsumer:
         await self.start()

@@ -59,6 +59,7 @@ from pocketmq.client.producer.wire import (
     split_batch_result,
 )
 from pocketmq.client.route_cache import TopicPublishInfo, publish_queues
+from pocketmq.client.trace_dispatch import PRODUCE, ProducerTracer, trace_dispatcher_for
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
 from pocketmq.common.java_hash import java_string_hash
@@ -132,6 +133,8 @@ class Producer:
         clock: Clock | None = None,
         tls: bool | ssl.SSLContext | TlsConfig | None = None,
         credentials: SessionCredentials | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         """Creates a producer; `start` (or `async with`) connects it.
 
@@ -156,6 +159,10 @@ class Producer:
                 send budgets (tests pass a fake).
             tls: TLS to the cluster (see `ClientInstance`); ignored with `instance`.
             credentials: The ACL account requests are signed with; ignored with `instance`.
+            enable_msg_trace: Write a trace record (Pub) of every answered send to the trace
+                topic, as Java's `enableMsgTrace` (see `pocketmq.client.trace_dispatch`).
+            trace_topic: The trace topic (Java's `customizedTraceTopic`; default
+                `RMQ_SYS_TRACE_TOPIC`).
 
         Raises:
             ClientConfigError: neither `namesrv` nor `instance`, or a bad setting.
@@ -198,6 +205,10 @@ class Producer:
         )
         self._pending: set[asyncio.Future[SendResult]] = set()
         self._started = False
+        self._enable_msg_trace = enable_msg_trace
+        self._trace_topic = trace_topic
+        self._trace_producer: Producer | None = None
+        self._tracer: ProducerTracer | None = None  # None: trace off, no per-send work
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -208,6 +219,8 @@ class Producer:
         await self.instance.start()
         self._ids = UniqueIdGenerator(self.instance.ip, self.instance.rng.getrandbits(32))
         self.instance.add_producer(self.group)
+        if self._enable_msg_trace:
+            await self._start_trace()
         self._started = True
 
     async def close(self) -> None:
@@ -218,6 +231,7 @@ class Producer:
             await self._batcher.close()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
+        await self._close_trace()
         self.instance.remove_producer(self.group)
         if self._owns_instance:
             await self.instance.close()
@@ -398,6 +412,23 @@ class Producer:
 
     # -- internals -------------------------------------------------------------------------
 
+    async def _start_trace(self) -> None:
+        dispatcher, trace_producer = trace_dispatcher_for(
+            self.instance, self.group, PRODUCE, self._trace_topic
+        )
+        await trace_producer.start()
+        dispatcher.start()
+        self._trace_producer = trace_producer
+        self._tracer = ProducerTracer(dispatcher, self.group)
+
+    async def _close_trace(self) -> None:
+        tracer, self._tracer = self._tracer, None
+        if tracer is not None:
+            await tracer.dispatcher.close()
+        trace_producer, self._trace_producer = self._trace_producer, None
+        if trace_producer is not None:
+            await trace_producer.close()
+
     def _check_started(self) -> None:
         if not self._started:
             raise ClientConfigError("the producer is not started: call start() or use async with")
@@ -553,6 +584,10 @@ class Producer:
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
         )
         code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
+        tracer = self._tracer
+        if tracer is not None and not tracer.traces(prepared.topic):
+            tracer = None
+        started_ms = self._clock.now_ms() if tracer is not None else 0
         started = self._clock.monotonic()
         try:
             response = await self.instance.invoke(
@@ -566,9 +601,14 @@ class Producer:
         self._chooser.report(
             queue.broker_name, self._elapsed_ms(started), self._clock.now_ms(), failed=False
         )
-        return read_send_response(
+        result = read_send_response(
             response, prepared, queue, f"send to {queue.broker_name} ({address})"
         )
+        if tracer is not None:
+            tracer.sent(
+                prepared, address, started_ms, self._clock.now_ms(), response.ext_fields, result
+            )
+        return result
 
     def _elapsed_ms(self, started: float) -> float:
         return (self._clock.monotonic() - started) * 1000
