@@ -43,6 +43,8 @@ class BrokerConfig:
     broker_topic_enable: bool = key("brokerTopicEnable", True)
     region_id: str = key("regionId", "DefaultRegion")
     trace_on: bool = key("traceOn", True)
+    trace_topic_enable: bool = key("traceTopicEnable", False)
+    msg_trace_topic_name: str = key("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC")
     long_polling_enable: bool = key("longPollingEnable", True)
     short_polling_time_mills: int = key("shortPollingTimeMills", 1000)
     register_name_server_period_ms: int = key("registerNameServerPeriod", 30_000)

@@ -119,6 +119,7 @@ class BrokerServer:
             broker_name=config.broker_name,
             default_queue_nums=config.default_topic_queue_nums,
             auto_create_topic_enable=config.auto_create_topic_enable,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
         )
         self.offsets = ConsumerOffsetTable()
         self.clients = ClientRegistry(config.channel_expired_timeout_ms)

@@ -103,8 +103,12 @@ class TopicTable:
         broker_name: str,
         default_queue_nums: int = 8,
         auto_create_topic_enable: bool = True,
+        trace_topic: str | None = None,
     ) -> None:
+        """`trace_topic`: created with the system topics (`traceTopicEnable`), one queue, as
+        RocketMQ does for message trace."""
         self.topics: dict[str, TopicConfig] = {}
+        self._trace_topic = trace_topic
         self.data_version = DataVersion()
         self._default_queue_nums = default_queue_nums
         self._auto_create = auto_create_topic_enable
@@ -144,6 +148,8 @@ class TopicTable:
             self.topics.setdefault(
                 name, TopicConfig(name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE)
             )
+        if self._trace_topic:
+            self.topics.setdefault(self._trace_topic, TopicConfig(self._trace_topic, 1, 1))
         self.data_version = self.data_version.bumped(now_ms)
 
     def snapshot(self) -> dict[str, Any]:

@@ -67,6 +67,8 @@ def metrics_data(
     )
     by_scope: dict[str, list[Any]] = {}
     for family in families:
+        if not family.points:
+            continue  # an instrument nothing has touched yet sends no empty metric
         definition = family.definition
         cumulative = definition.kind is not Kind.GAUGE
         points: list[Any] = []
