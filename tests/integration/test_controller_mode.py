@@ -22,9 +22,10 @@ import pytest
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.client.admin import AdminError
 from pocketmq.common.codes import RequestCode, ResponseCode
-from pocketmq.testing import start_server_process
+from pocketmq.testing import start_server_process, wait_until
 from tests.integration.controlled import ControlledCluster, running_cluster
 from tests.integration.dledger import SendLoad, raw_send_header
+from tests.integration.metrics_scrape import scrape
 
 TOPIC = "ControlledTopic"
 
@@ -285,3 +286,44 @@ def test_a_broken_setting_is_one_line(
     assert message in output, output
     assert "Traceback" not in output
     assert "exit code 2" in str(caught.value)
+
+
+def test_metrics_show_replica_lag_per_slave_and_count_the_election(tmp_path: Path) -> None:
+    """Every broker and controller serves Prometheus: the master a replica-lag series per
+    slave, and after the master is killed the controllers count one election that chose a new
+    master."""
+    metrics = {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": "0",
+    }
+    cluster = ControlledCluster(tmp_path, extra=metrics)
+    cluster.controller_extra.update(metrics)
+    try:
+        cluster.start_all()
+        cluster.wait_in_sync(3)
+        master = cluster.wait_master()
+        process = cluster.brokers[master].process
+        assert process is not None
+        lags = [
+            labels["replica"]
+            for name, labels, _ in scrape(process.named_address("metrics")).samples
+            if name == "pocketmq_replica_lag_bytes"
+        ]
+        assert len(lags) == 2, lags
+        cluster.kill(master)
+        cluster.wait_master(other_than=master)
+
+        def elections() -> float:
+            total = 0.0
+            for node in cluster.controllers.values():
+                assert node.process is not None
+                found = scrape(node.process.named_address("metrics")).value(
+                    "pocketmq_controller_elections_total", election_result="new_master_elected"
+                )
+                total += found or 0
+            return total
+
+        wait_until(lambda: elections() >= 1, "an election counted", describe=elections)
+    finally:
+        cluster.close()

@@ -8,6 +8,7 @@ recorded from the reference (`tests/conformance/reference.py`)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from pocketmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from pocketmq.testing import ServerProcess, wait_until
 from tests.integration.metrics_scrape import scrape, wait_for_value
 
@@ -291,3 +292,32 @@ def test_a_taken_metrics_port_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert f"metrics port {port} is already in use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_lone_namesrv_and_proxy_serve_theirs(run_server: ServerFactory, tmp_path: Path) -> None:
+    prom = {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": "0",
+    }
+    namesrv_file = tmp_path / "namesrv.properties"
+    namesrv_file.write_text("".join(f"{k}={v}\n" for k, v in prom.items()))
+    namesrv = run_server("namesrv", "--port", "0", "-c", str(namesrv_file), name="namesrv")
+    proxy_file = tmp_path / "rmq-proxy.json"
+    proxy_file.write_text(json.dumps(prom))
+    proxy = run_server(
+        "proxy", "-n", namesrv.address, "--grpc-port", "0", "-c", str(proxy_file), name="proxy"
+    )
+    served = scrape(proxy.named_address("metrics"))
+    assert served.value("rocketmq_proxy_up", node_type="proxy", proxy_mode="cluster") == 1
+    with Admin([namesrv.address]) as admin:
+        admin.cluster_info()
+    timed = scrape(namesrv.named_address("metrics"))
+    assert (
+        timed.value(
+            "rocketmq_rpc_latency_milliseconds_count",
+            node_type="nameserver",
+            request_code="get_broker_cluster_info",
+        )
+        == 1
+    )

@@ -7,8 +7,17 @@ import argparse
 import os
 from typing import Any
 
-from pocketmq.cli.serving import StartupError, bind_failure, run_server, serve_until_signalled
+from pocketmq.cli.serving import (
+    StartupError,
+    bind_failure,
+    process_metrics,
+    run_server,
+    serve_until_signalled,
+    start_metrics,
+)
 from pocketmq.common.config import ConfigError, apply_properties
+from pocketmq.observability import catalog
+from pocketmq.observability.metrics_config import MetricsConfig
 from pocketmq.proxy.config import ProxyConfig, read_proxy_file
 from pocketmq.proxy.server import ProxyServer
 from pocketmq.remoting import tls
@@ -28,8 +37,10 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         config = ProxyConfig()
+        metrics_config = MetricsConfig()
         properties = read_proxy_file(args.config) if args.config else {}
         apply_properties(config, properties)
+        apply_properties(metrics_config, properties)
         # Its connections to brokers and NameServers follow the file's `tls.*` keys too.
         tls.configure(tls.TlsConfig.from_properties(properties))
         if args.namesrv:
@@ -43,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
                 "namesrvAddr", "", "set: pass -n host:9876, NAMESRV_ADDR, or namesrvAddr in -c"
             )
         server = ProxyServer(config)
+        host = "127.0.0.1" if config.bind_address == "0.0.0.0" else config.bind_address
+        source, exporter = process_metrics(
+            metrics_config, "proxy-meter", "proxy", config.rocketmq_cluster_name, "proxy", host
+        )
+        source.observe(catalog.PROXY_UP, lambda: [(("cluster",), 1.0 if server.port else 0.0)])
 
         async def start() -> str:
             try:
@@ -53,11 +69,16 @@ def run(args: argparse.Namespace) -> int:
                 raise bind_failure(
                     exc, "proxy gRPC port", config.grpc_server_port, "--grpc-port N"
                 ) from None
+            with_metrics = await start_metrics(exporter)
             return (
-                f"proxy: gRPC {config.bind_address}:{port} in front of NameServers "
+                f"proxy: gRPC {config.bind_address}:{port}{with_metrics} in front of NameServers "
                 f"{config.namesrv_addr}; ready at 127.0.0.1:{port}"
             )
 
-        await serve_until_signalled(start, server.stop)
+        async def stop() -> None:
+            await exporter.stop()
+            await server.stop()
+
+        await serve_until_signalled(start, stop)
 
     return run_server(main, "pocketmq proxy")
