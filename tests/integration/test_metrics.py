@@ -321,3 +321,26 @@ def test_a_lone_namesrv_and_proxy_serve_theirs(run_server: ServerFactory, tmp_pa
         )
         == 1
     )
+
+
+def test_a_dledger_group_shows_its_raft_state(run_server: ServerFactory, tmp_path: Path) -> None:
+    up = run_server(
+        "up",
+        *("--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path / "up")),
+        *("--dledger", "3"),
+    )
+    found = wait_for_value(
+        up.named_address("metrics"),
+        "pocketmq_raft_term",
+        lambda term: term is not None and term >= 3,  # three peers, each in term 1 or later
+        "three peers' Raft terms",
+    )
+    peers = {
+        labels["peer_id"]
+        for name, labels, _ in found.samples
+        if name == "pocketmq_raft_commit_index"
+    }
+    assert peers == {"n0", "n1", "n2"}
+    assert found.value("pocketmq_raft_leader_changes_total") >= 1  # type: ignore[operator]
+    node_ids = {labels["node_id"] for _, labels, _ in found.samples if "node_id" in labels}
+    assert {"broker-a", "broker-a-n1", "broker-a-n2"} <= node_ids
