@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pocketmq.common import topic_names
 from pocketmq.common.constants import (
@@ -216,7 +216,7 @@ class _LagView:
                 at = pulled.get((group, topic, queue_id), committed)
                 yield labels, topic, queue_id, top, committed, min(max(at, committed), top)
 
-    def _sum(self, pick: Any) -> list[tuple[Labels, float]]:
+    def _sum(self, pick: Callable[[int, int, int], int]) -> list[tuple[Labels, float]]:
         totals: dict[Labels, float] = {}
         for labels, _topic, _queue, top, committed, pulled in self._queues():
             totals[labels] = totals.get(labels, 0) + max(0, pick(top, committed, pulled))

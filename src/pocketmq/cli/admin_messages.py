@@ -17,11 +17,10 @@ from pocketmq.common.constants import COMPRESSED_FLAG
 from pocketmq.observability.trace import (
     TraceContext,
     TraceDecodeError,
-    TraceMessage,
     TraceType,
     decode,
-    format_trace_view,
 )
+from pocketmq.observability.trace_view import TraceMessage, format_trace_view
 
 
 def _message_document(found: FoundMessage) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pocketmq.observability.catalog import Definition, Kind
+from pocketmq.observability.catalog import Definition
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,3 @@ def labels_of(definition: Definition, values: Labels) -> dict[str, str]:
     if values == (OVERFLOW,) and definition.labels != (OVERFLOW,):
         return {OVERFLOW: "true"}
     return dict(zip(definition.labels, values, strict=True))
-
-
-def is_histogram(definition: Definition) -> bool:
-    return definition.kind is Kind.HISTOGRAM

@@ -20,15 +20,14 @@ from pocketmq.observability.trace import (
     TraceContext,
     TraceDecodeError,
     TraceEncodeError,
-    TraceMessage,
     TraceType,
     decode,
     encode,
-    format_trace_view,
     java_hash_order,
     trace_keys,
     trace_message_keys,
 )
+from pocketmq.observability.trace_view import TraceMessage, format_trace_view
 
 A = "\u0001"
 F = "\u0002"
