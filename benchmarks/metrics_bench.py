@@ -14,14 +14,19 @@ sent: msgs/s), then the server's peak RSS (`VmHWM` of /proc/<pid>/status) and a 
 Rounds alternate which setting goes first (off/on, on/off, ...) so that drift on a busy machine
 falls on both; the table has every round, the medians and on/off.
 
+With `--before DIR` (a checkout of earlier code), each round also runs a third setting,
+"before": the server from `DIR/src` (the workload tools stay this checkout's), to show what the
+counting itself costs against code that had none.
+
 `python benchmarks/metrics_bench.py [--rounds 3] [--messages 30000] [--window 256]
-[--size 1024] [--json]`
+[--size 1024] [--before DIR] [--json]`
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +41,7 @@ from typing import Any
 from pocketmq.testing import start_up_process
 
 SETTINGS = {
+    "before": "",
     "off": "metricsExporterType=DISABLE\n",
     "on": "metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n"
     "metricsPromExporterPort=0\n",
@@ -100,7 +106,14 @@ def one_run(setting: str, work: Path, args: argparse.Namespace) -> dict[str, Any
     config = work / f"{setting}.properties"
     config.write_text(SETTINGS[setting])
     data = Path(tempfile.mkdtemp(prefix=f"{setting}-", dir=work))
-    up = start_up_process(data / "data", data / "up.log", "-c", str(config), timeout_s=60)
+    environment = dict(os.environ)
+    if setting == "before":
+        os.environ["PYTHONPATH"] = str(Path(args.before) / "src")
+    try:
+        up = start_up_process(data / "data", data / "up.log", "-c", str(config), timeout_s=60)
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
     scraper = None
     try:
         if setting == "on":
@@ -155,12 +168,17 @@ def table(rounds: list[dict[str, dict[str, Any]]], medians: dict[str, dict[str, 
         for number, runs in enumerate(rounds, 1)
         for setting in runs
     ]
-    for setting in SETTINGS:
+    for setting in medians:
         cells = _cells(medians[setting])[:-1]
         lines.append(f"| median | {setting} | " + " | ".join(cells) + " | |")
-    ratio = [f"{medians['on'][key] / medians['off'][key]:.3f}" for key in FIGURES]
-    lines.append("| on / off | | " + " | ".join(ratio) + " | |")
+    for top, bottom in _ratios(medians):
+        ratio = [f"{medians[top][key] / medians[bottom][key]:.3f}" for key in FIGURES]
+        lines.append(f"| {top} / {bottom} | | " + " | ".join(ratio) + " | |")
     return "\n".join(lines)
+
+
+def _ratios(medians: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("on", "off")] + ([("off", "before")] if "before" in medians else [])
 
 
 def main() -> None:
@@ -169,12 +187,17 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=30_000)
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--before", help="a checkout of earlier code to compare with")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    settings = ["before", "off", "on"] if args.before else ["off", "on"]
     rounds: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="pocketmq-metrics-bench-") as work:
         for number in range(args.rounds):
-            order = ("off", "on") if number % 2 == 0 else ("on", "off")
+            turn = number % len(settings)
+            order = settings[turn:] + settings[:turn]
+            if number % 2:
+                order.reverse()
             runs: dict[str, dict[str, Any]] = {}
             for setting in order:
                 print(f"round {number + 1}, metrics {setting} ...", file=sys.stderr, flush=True)
@@ -182,7 +205,7 @@ def main() -> None:
             rounds.append(runs)
     medians = {
         setting: {key: statistics.median(r[setting][key] for r in rounds) for key in FIGURES}
-        for setting in SETTINGS
+        for setting in settings
     }
     bad = [
         f"round {n}: {s}: {r[s]}"
@@ -191,8 +214,11 @@ def main() -> None:
         if r[s]["send_failed"] or r[s]["drained"] < args.messages or r[s].get("scrape_failures")
     ]
     if args.json:
-        ratio = {key: medians["on"][key] / medians["off"][key] for key in FIGURES}
-        out = {"rounds": rounds, "medians": medians, "on_over_off": ratio, "problems": bad}
+        ratios = {
+            f"{top}_over_{bottom}": {k: medians[top][k] / medians[bottom][k] for k in FIGURES}
+            for top, bottom in _ratios(medians)
+        }
+        out = {"rounds": rounds, "medians": medians, "ratios": ratios, "problems": bad}
         print(json.dumps(out, indent=2))
     else:
         print(table(rounds, medians))

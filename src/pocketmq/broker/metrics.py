@@ -41,6 +41,14 @@ _BOOL = ("false", "true")
 def message_type(properties: str) -> str:
     """RocketMQ 5's `message_type` label of a send, from its encoded properties
     (`TopicMessageType.parseFromMessageProperty`): transaction, delay, fifo or normal."""
+    # Most sends are normal: four scans that build no string rule the others out.
+    if (
+        PROPERTY_TRANSACTION_PREPARED not in properties
+        and PROPERTY_DELAY_TIME_LEVEL not in properties
+        and "TIMER_" not in properties
+        and PROPERTY_SHARDING_KEY not in properties
+    ):
+        return "normal"
     if _has(properties, PROPERTY_TRANSACTION_PREPARED + "\x01true"):
         return "transaction"
     if any(_has(properties, name + "\x01") for name in _DELAY_PROPERTIES):
@@ -92,15 +100,22 @@ class BrokerMetrics:
         self.rollbacks = source.counter(catalog.ROLLBACK_MESSAGES)
         self.rpc = RpcLatency(source)
         self.pulled: dict[tuple[str, str, int], int] = {}
+        self._in_labels: dict[tuple[str, str], Labels | None] = {}
+        """The labels of each (topic, message type) sent to; None: not counted as traffic."""
         """Next offset each (group, topic, queue) pulled from."""
 
     # -- request paths -----------------------------------------------------------------------
     def stored(self, topic: str, kind: str, count: int, wrote_bytes: int, durability: str) -> None:
         """A send stored `count` messages (`wrote_bytes` in the CommitLog)."""
         self.receipts.add((durability,), count)
-        if not _is_traffic(topic):
+        key = (topic, kind)
+        labels = self._in_labels.get(key, ())
+        if labels == ():
+            labels = self._in_labels[key] = (
+                (topic, kind, _system(topic)) if _is_traffic(topic) else None
+            )
+        if labels is None:
             return
-        labels = (topic, kind, _system(topic))
         self.messages_in.add(labels, count)
         self.throughput_in.add(labels, wrote_bytes)
         self.message_size.record(labels, wrote_bytes / count)
