@@ -20,4 +20,4 @@ with Producer("OrdersProducers", namesrv=namesrv, enable_msg_trace=True) as prod
 with consumer:
     if not consumed.wait(30):
         sys.exit("the message was not consumed within 30 s")
-print(result.msg_id)
+sys.stdout.write(result.msg_id + "\n")
