@@ -54,15 +54,15 @@ def run(args: argparse.Namespace) -> int:
         broker_config, store_config, metrics_config = build_configs(args)
         fix_dir = "--data-dir" if args.data_dir is not None else "storePathRootDir (or --data-dir)"
         check_data_dir(store_config.store_path_root_dir, f"choose another with {fix_dir}")
-        source, exporter = process_metrics(
-            metrics_config,
-            "broker-meter",
-            "broker",
-            broker_config.broker_cluster_name,
-            broker_config.broker_name,
-            advertised_ip(broker_config),
-        )
         try:
+            source, exporter = process_metrics(
+                metrics_config,
+                "broker-meter",
+                "broker",
+                broker_config.broker_cluster_name,
+                broker_config.broker_name,
+                advertised_ip(broker_config),
+            )
             server = BrokerServer(broker_config, store_config, metrics=source)
         except BrokerConfigError as exc:
             raise StartupError(str(exc), status=2) from None
