@@ -28,7 +28,13 @@ from pocketmq.client.aio import (
     Producer,
     PushConsumer,
 )
-from pocketmq.testing import MessageRecorder, ServerProcess, async_wait_until, started
+from pocketmq.testing import (
+    MessageRecorder,
+    ServerProcess,
+    async_wait_until,
+    started,
+    wait_ports_free,
+)
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 ServerFactory = Callable[..., ServerProcess]
@@ -281,6 +287,7 @@ def test_a_delayed_message_pending_when_the_broker_is_killed_arrives_once(
 
     asyncio.run(before_the_crash())
     broker.kill()
+    wait_ports_free(broker.port, broker.port + 1)  # the listener's and the HA service's
     restarted = run_server(*broker_args, "--port", str(broker.port), name="broker")
     assert restarted.address == address
 

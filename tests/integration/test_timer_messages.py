@@ -25,7 +25,13 @@ from pocketmq.client.aio import (
     PushConsumer,
 )
 from pocketmq.client.errors import MessageError, RocketMQError
-from pocketmq.testing import MessageRecorder, ServerProcess, async_wait_until, started
+from pocketmq.testing import (
+    MessageRecorder,
+    ServerProcess,
+    async_wait_until,
+    started,
+    wait_ports_free,
+)
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 ServerFactory = Callable[..., ServerProcess]
@@ -200,6 +206,7 @@ def test_a_pending_timer_survives_a_broker_sigkill_and_arrives_once(
 
     asyncio.run(before_the_crash())
     broker.kill()
+    wait_ports_free(broker.port, broker.port + 1)  # the listener's and the HA service's
     restarted = run_server(*broker_args, "--port", str(broker.port), name="broker")
     assert restarted.address == address
 

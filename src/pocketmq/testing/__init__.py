@@ -8,6 +8,7 @@ from pocketmq.testing.processes import (
     free_port_pair,
     start_server_process,
     start_up_process,
+    wait_ports_free,
 )
 from pocketmq.testing.recorder import MessageRecorder
 from pocketmq.testing.waiting import DEFAULT_WAIT_S, async_wait_until, wait_until
@@ -23,5 +24,6 @@ __all__ = [
     "start_server_process",
     "start_up_process",
     "started",
+    "wait_ports_free",
     "wait_until",
 ]

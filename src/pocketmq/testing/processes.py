@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.testing.waiting import wait_until
+
 _READY = re.compile(r"^pocketmq .* ready at (\S+)$")
 
 
@@ -131,6 +133,24 @@ def start_server_process(
             f"(exit code {process.returncode}); its log:\n{log_path.read_text(errors='replace')}"
         )
     return ServerProcess(list(args), process, found[0], log_path, reader, ready_line=found[1])
+
+
+def wait_ports_free(*ports: int, timeout_s: float = 30.0) -> None:
+    """Returns once each port of 127.0.0.1 can be bound again, as a server restarted on its
+    old ports binds them (SO_REUSEADDR: the killed process's TIME_WAIT sockets do not count).
+    After a kill, another process's outgoing connection can hold one of them for a while."""
+
+    def free() -> bool:
+        for port in ports:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    return False
+        return True
+
+    wait_until(free, f"ports {', '.join(map(str, ports))} free again", timeout_s=timeout_s)
 
 
 def free_port_pair() -> int:
