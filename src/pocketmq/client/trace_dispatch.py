@@ -309,6 +309,28 @@ class TraceDispatcher:
                 self.sent_messages += 1
 
 
+class TraceSession:
+    """What a traced client owns: a started dispatcher and the inner producer it sends
+    through, closed together (the dispatcher first, so its last records go out)."""
+
+    def __init__(self, dispatcher: TraceDispatcher, producer: Producer) -> None:
+        self.dispatcher = dispatcher
+        self.producer = producer
+
+    @classmethod
+    async def start(
+        cls, instance: ClientInstance, group: str, dispatcher_type: str, trace_topic: str | None
+    ) -> TraceSession:
+        dispatcher, producer = trace_dispatcher_for(instance, group, dispatcher_type, trace_topic)
+        await producer.start()
+        dispatcher.start()
+        return cls(dispatcher, producer)
+
+    async def close(self) -> None:
+        await self.dispatcher.close()
+        await self.producer.close()
+
+
 def trace_dispatcher_for(
     instance: ClientInstance, group: str, dispatcher_type: str, trace_topic: str | None
 ) -> tuple[TraceDispatcher, Producer]:
@@ -478,5 +500,6 @@ __all__ = [
     "TraceBatch",
     "TraceBatcher",
     "TraceDispatcher",
+    "TraceSession",
     "trace_dispatcher_for",
 ]

@@ -47,14 +47,14 @@ from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import ClientConfigError
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import MessageExt, MessageQueue
-from pocketmq.client.trace_dispatch import CONSUME, ConsumeTracer, trace_dispatcher_for
+from pocketmq.client.trace_dispatch import CONSUME, ConsumeTracer, TraceSession
 from pocketmq.common.consumer_modes import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.common.subscription import SubscriptionData, parse_subscription
 from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.event_loop import cancel_and_wait
 
 if TYPE_CHECKING:
-    from pocketmq.client.producer.producer import Producer
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class PushConsumer:
             self._concurrent = ConcurrentConsumption(self)
         self._enable_msg_trace = enable_msg_trace
         self._trace_topic = trace_topic
-        self._trace_producer: Producer | None = None
+        self._trace: TraceSession | None = None
         self._started = False
 
     # -- setup -----------------------------------------------------------------------------
@@ -253,7 +253,12 @@ class PushConsumer:
         )
         self._calls.start(self._consume_thread_count)
         if self._enable_msg_trace:
-            await self._start_trace()
+            self._trace = await TraceSession.start(
+                self.instance, self.group, CONSUME, self._trace_topic
+            )
+            self._calls.tracer = ConsumeTracer(
+                self._trace.dispatcher, self.group, self.instance.clock
+            )
         self._started = True
         if self._orderly is not None:
             self._orderly.start()
@@ -304,29 +309,15 @@ class PushConsumer:
         if self._handoff is not None:
             await self._handoff.stop()
             await self._handoff.release(list(self._queues))
-        await self._close_trace()  # after the last listener call: its SubAfter goes too
+        # After the last listener call: its SubAfter goes too.
+        trace, self._trace, self._calls.tracer = self._trace, None, None
+        if trace is not None:
+            await trace.close()
         await membership.leave(self.instance, self.group)  # the others rebalance at once
         if self._owns_instance:
             await self.instance.close()
         self._calls.shutdown()
         log.info("consumer %s closed", self.group)
-
-    async def _start_trace(self) -> None:
-        dispatcher, trace_producer = trace_dispatcher_for(
-            self.instance, self.group, CONSUME, self._trace_topic
-        )
-        await trace_producer.start()
-        dispatcher.start()
-        self._trace_producer = trace_producer
-        self._calls.tracer = ConsumeTracer(dispatcher, self.group, self.instance.clock)
-
-    async def _close_trace(self) -> None:
-        tracer, self._calls.tracer = self._calls.tracer, None
-        if tracer is not None:
-            await tracer.dispatcher.close()
-        trace_producer, self._trace_producer = self._trace_producer, None
-        if trace_producer is not None:
-            await trace_producer.close()
 
     async def __aenter__(self) -> PushConsumer:
         await self.start()

@@ -36,7 +36,6 @@ from pocketmq.client.errors import (
     RequestTimeoutError,
     RocketMQError,
     TopicNotFoundError,
-    error_for_response,
 )
 from pocketmq.client.instance import ClientInstance
 from pocketmq.client.message import (
@@ -52,19 +51,18 @@ from pocketmq.client.producer.wire import (
     COMPRESS_LEVEL_DEFAULT,
     COMPRESS_OVER_BYTES_DEFAULT,
     PreparedSend,
-    check_topic,
     prepare_batch,
     prepare_message,
+    read_recall_response,
     read_send_response,
+    recall_request,
     split_batch_result,
 )
 from pocketmq.client.route_cache import TopicPublishInfo, publish_queues
-from pocketmq.client.trace_dispatch import PRODUCE, ProducerTracer, trace_dispatcher_for
+from pocketmq.client.trace_dispatch import PRODUCE, ProducerTracer, TraceSession
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
 from pocketmq.common.java_hash import java_string_hash
-from pocketmq.common.recall_handle import RecallHandleError, decode_recall_handle
-from pocketmq.common.topic_names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pocketmq.remoting.tls import TlsConfig
 from pocketmq.runtime.clock import Clock, SystemClock
 
@@ -207,7 +205,7 @@ class Producer:
         self._started = False
         self._enable_msg_trace = enable_msg_trace
         self._trace_topic = trace_topic
-        self._trace_producer: Producer | None = None
+        self._trace: TraceSession | None = None
         self._tracer: ProducerTracer | None = None  # None: trace off, no per-send work
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -220,7 +218,10 @@ class Producer:
         self._ids = UniqueIdGenerator(self.instance.ip, self.instance.rng.getrandbits(32))
         self.instance.add_producer(self.group)
         if self._enable_msg_trace:
-            await self._start_trace()
+            self._trace = await TraceSession.start(
+                self.instance, self.group, PRODUCE, self._trace_topic
+            )
+            self._tracer = ProducerTracer(self._trace.dispatcher, self.group)
         self._started = True
 
     async def close(self) -> None:
@@ -231,7 +232,9 @@ class Producer:
             await self._batcher.close()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        await self._close_trace()
+        trace, self._trace, self._tracer = self._trace, None, None
+        if trace is not None:
+            await trace.close()
         self.instance.remove_producer(self.group)
         if self._owns_instance:
             await self.instance.close()
@@ -382,52 +385,19 @@ class Producer:
                 `recallMessageEnable`, the message due already, another topic or broker).
         """
         self._check_started()
-        check_topic(topic)
-        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
-            raise MessageError(f"cannot recall in {topic}: retry and dead-letter topics")
-        try:
-            handle = decode_recall_handle(recall_handle)
-        except RecallHandleError as exc:
-            raise MessageError(f"cannot recall in {topic}: {exc}") from None
+        handle, header = recall_request(self.group, topic, recall_handle)
         await self._publish_info(topic)
         address = await self._master_address(handle.broker_name)
-        header = {
-            "producerGroup": self.group,
-            "topic": topic,
-            "recallHandle": recall_handle,
-            "bname": handle.broker_name,
-        }
         response = await self.instance.invoke(
             address, RequestCode.RECALL_MESSAGE, header, timeout_s=self.send_timeout_s
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_response(
-                response.code, response.remark, f"recall in {topic} on {handle.broker_name}"
-            )
-        return response.ext_fields.get("msgId") or handle.message_id
+        return read_recall_response(response, topic, handle)
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of `topic` (`fetchPublishMessageQueues`)."""
         return list((await self._publish_info(topic)).queues)
 
     # -- internals -------------------------------------------------------------------------
-
-    async def _start_trace(self) -> None:
-        dispatcher, trace_producer = trace_dispatcher_for(
-            self.instance, self.group, PRODUCE, self._trace_topic
-        )
-        await trace_producer.start()
-        dispatcher.start()
-        self._trace_producer = trace_producer
-        self._tracer = ProducerTracer(dispatcher, self.group)
-
-    async def _close_trace(self) -> None:
-        tracer, self._tracer = self._tracer, None
-        if tracer is not None:
-            await tracer.dispatcher.close()
-        trace_producer, self._trace_producer = self._trace_producer, None
-        if trace_producer is not None:
-            await trace_producer.close()
 
     def _check_started(self) -> None:
         if not self._started:

@@ -1,5 +1,6 @@
 """A send as it travels: the prepared message (body, flags, properties, ids) and the
-SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header built from it, and the answer read back.
+SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header built from it, and the answer read back; and a
+timer message's recall (RECALL_MESSAGE), its header and answer.
 
 A message is prepared once (its unique id made, its body compressed when large) and the same
 bytes go to every broker a retry tries, so a retried message keeps its UNIQ_KEY and a consumer
@@ -33,7 +34,14 @@ from pocketmq.common.constants import (
     PROPERTY_WAIT_STORE_MSG_OK,
 )
 from pocketmq.common.properties import PropertyError, encode_properties
-from pocketmq.common.topic_names import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicError, validate_topic_name
+from pocketmq.common.recall_handle import RecallHandle, RecallHandleError, decode_recall_handle
+from pocketmq.common.topic_names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicError,
+    validate_topic_name,
+)
 from pocketmq.remoting.command import RemotingCommand
 
 AUTO_CREATE_TOPIC: Final = AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -248,3 +256,37 @@ def split_batch_result(result: SendResult, prepared: PreparedSend) -> list[SendR
         )
         for i, msg_id in enumerate(prepared.msg_ids)
     ]
+
+
+def recall_request(
+    group: str, topic: str, recall_handle: str
+) -> tuple[RecallHandle, dict[str, str]]:
+    """The decoded handle and the RECALL_MESSAGE header of a recall.
+
+    Raises:
+        MessageError: the topic name is bad, a retry or dead-letter topic, or the handle does
+            not decode.
+    """
+    check_topic(topic)
+    if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+        raise MessageError(f"cannot recall in {topic}: retry and dead-letter topics")
+    try:
+        handle = decode_recall_handle(recall_handle)
+    except RecallHandleError as exc:
+        raise MessageError(f"cannot recall in {topic}: {exc}") from None
+    header = {
+        "producerGroup": group,
+        "topic": topic,
+        "recallHandle": recall_handle,
+        "bname": handle.broker_name,
+    }
+    return handle, header
+
+
+def read_recall_response(response: RemotingCommand, topic: str, handle: RecallHandle) -> str:
+    """The recalled message's id, or the broker's refusal as an error."""
+    if response.code != ResponseCode.SUCCESS:
+        raise error_for_response(
+            response.code, response.remark, f"recall in {topic} on {handle.broker_name}"
+        )
+    return response.ext_fields.get("msgId") or handle.message_id
