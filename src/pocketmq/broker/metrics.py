@@ -13,7 +13,6 @@ Gauges are read only when an exporter collects, from the broker's live tables.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -100,9 +99,9 @@ class BrokerMetrics:
         self.rollbacks = source.counter(catalog.ROLLBACK_MESSAGES)
         self.rpc = RpcLatency(source)
         self.pulled: dict[tuple[str, str, int], int] = {}
+        """Next offset each (group, topic, queue) pulled from."""
         self._in_labels: dict[tuple[str, str], Labels | None] = {}
         """The labels of each (topic, message type) sent to; None: not counted as traffic."""
-        """Next offset each (group, topic, queue) pulled from."""
 
     # -- request paths -----------------------------------------------------------------------
     def stored(self, topic: str, kind: str, count: int, wrote_bytes: int, durability: str) -> None:
@@ -248,7 +247,7 @@ class _LagView:
 
     def _age(self, from_pulled: bool) -> list[tuple[Labels, float]]:
         store = self.broker.store
-        now_ms = time.time() * 1000
+        now_ms = self.broker.clock.now_ms()
         earliest: dict[Labels, float] = {}
         for labels, topic, queue_id, top, committed, pulled in self._queues():
             earliest.setdefault(labels, 0)
@@ -312,7 +311,7 @@ def _reserve_time(store: MessageStore) -> float:
     if store.min_phy_offset >= store.max_phy_offset:
         return 0
     stamp = store.store_timestamp_at(store.min_phy_offset)
-    return max(0.0, time.time() * 1000 - stamp) if stamp > 0 else 0
+    return max(0, store.clock.now_ms() - stamp) if stamp > 0 else 0
 
 
 def _timer_backlog(broker: BrokerServer) -> list[tuple[Labels, float]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -125,7 +124,6 @@ class MetricsPusher:
         self.interval_s = interval_s
         self.exporter = exporter
         self.delta = DeltaTracker() if in_delta else None
-        self.pushes = 0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -139,8 +137,7 @@ class MetricsPusher:
     async def push(self) -> None:
         data = metrics_data(self.hub.collect(), self.hub.started_ns, time.time_ns(), self.delta)
         if self.exporter is None:
-            metrics_log.info("%s", json.dumps(json.loads(data.to_json(indent=None))))
-            self.pushes += 1
+            metrics_log.info("%s", data.to_json(indent=None))  # one line of OTLP JSON
             return
         try:
             result = await asyncio.to_thread(self.exporter.export, data)
@@ -149,8 +146,6 @@ class MetricsPusher:
             return
         if getattr(result, "name", "") != "SUCCESS":
             log.warning("metrics push to the OTLP collector failed (%s)", result)
-            return
-        self.pushes += 1
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.broker.metrics import BrokerMetrics, message_type
+from pocketmq.broker.metrics import BrokerMetrics, _LagView, message_type
 from pocketmq.observability.exporter import source_for
 from pocketmq.observability.metrics_config import MetricsConfig
 
@@ -41,3 +41,41 @@ def test_retry_and_dead_letter_sends_are_not_traffic_but_are_receipts() -> None:
     }
     assert metrics.throughput_in.values[("Orders", "normal", "false")] == 300
     assert metrics.receipts.values == {("FLUSHED",): 5}
+
+
+class _Store:
+    """Queue 0 of `Orders` holds offsets 0..9, stored at 1,000 ms + offset."""
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return 10
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        return 1_000 + offset
+
+
+class _Offsets:
+    def entries(self) -> list[tuple[tuple[str, str], dict[int, int]]]:
+        return [(("Orders", "g"), {0: 3})]
+
+
+class _Clock:
+    def now_ms(self) -> int:
+        return 2_000
+
+
+class _Broker:
+    store = _Store()
+    offsets = _Offsets()
+    clock = _Clock()
+
+
+def test_lag_ready_and_inflight_split_at_the_pulled_and_committed_offsets() -> None:
+    metrics = BrokerMetrics(source_for(MetricsConfig(), "broker-meter", "broker", "c", "b"))
+    metrics.pulled_messages("g", "Orders", 0, count=4, size=400, next_offset=7)
+    view = _LagView(metrics, _Broker())  # type: ignore[arg-type]
+    labels = ("g", "Orders", "false", "false")
+    assert view.lag() == [(labels, 7)]  # 10 - 3 committed
+    assert view.inflight() == [(labels, 4)]  # pulled up to 7, committed 3
+    assert view.ready() == [(labels, 3)]  # 10 - 7 pulled
+    assert view.lag_latency() == [(labels, 2_000 - 1_003)]  # the first uncommitted, offset 3
+    assert view.queueing_latency() == [(labels, 2_000 - 1_007)]  # the first unpulled, offset 7
