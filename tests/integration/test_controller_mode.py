@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,21 @@ def test_a_group_forms_and_every_acknowledged_put_is_on_every_member(tmp_path: P
         assert code == ResponseCode.SUCCESS
         assert fields["masterEpoch"] == "1"
         assert b'"syncStateSet":[1,2,3]' in body
+        _assert_slaves_hold_their_ha_port(cluster, status)
+
+
+def _assert_slaves_hold_their_ha_port(cluster: ControlledCluster, status: dict[str, Any]) -> None:
+    """Every broker binds its HA port from the start, as RocketMQ does: a slave's port cannot be
+    taken by another socket before it is promoted. It closes what connects while it is slave."""
+    master_port = int(status["haServerAddr"].rpartition(":")[2])
+    for broker in cluster.brokers.values():
+        ha_port = broker.port + 1
+        if ha_port == master_port:
+            continue
+        with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as connection:
+            connection.settimeout(5)
+            connection.sendall(b"\0")  # a listener reads a first byte before it serves
+            assert connection.recv(1) == b"", f"slave {broker.name} kept an HA connection"
 
 
 def test_a_put_is_acknowledged_only_once_every_member_holds_it(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.ha_qos import Qos, QosError, parse_qos
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import RemotingError
+from pocketmq.remoting.tls import Listener
 from pocketmq.remoting.transport import RemotingClient
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
@@ -84,6 +85,7 @@ class ControlledReplica:
         self.serving = False
         """Master, acknowledging puts."""
         self.ha_master: HAMaster | None = None
+        self._ha_listener: Listener | None = None
         self.ha_slave: HASlave | None = None
         self.sync_state: SyncStateSet | None = None
         self.on_master: list[RoleHook] = []
@@ -118,8 +120,19 @@ class ControlledReplica:
     # -- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         """Takes an id and a role if a controller leader answers now; keeps trying in the
-        background otherwise (the broker serves reads meanwhile)."""
+        background otherwise (the broker serves reads meanwhile).
+
+        Raises:
+            OSError: the HA port cannot be bound.
+        """
         self.epochs.load()
+        # Bound for the broker's whole life, as RocketMQ's HA service is: a port first bound at
+        # a promotion could by then be taken (by any outgoing connection's ephemeral port), and
+        # the new master would have no way for its slaves in.
+        self._ha_listener = listener = Listener.for_process(self._accept_slave)
+        self._ha_port = await listener.start(self._ha_bind, self.ha_port)
+        log.info("HA service listening on %s:%d (tls %s)", self._ha_bind, self._ha_port,
+                 listener.mode.value)  # fmt: skip
         loop = asyncio.get_running_loop()
         try:
             await self._join()
@@ -139,9 +152,21 @@ class ControlledReplica:
             await self._stop_slave()
             if self.serving:
                 await self._stop_master("stopping")
-            elif self.ha_master is not None:
-                await self.ha_master.stop()
-                self.ha_master = None
+        if self._ha_listener is not None:
+            self._ha_listener.close()
+            await self._ha_listener.wait_closed()
+            self._ha_listener = None
+
+    async def _accept_slave(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A slave's HA connection: served while this broker is master, else closed (the slave
+        asks again whom the controller names)."""
+        master = self.ha_master
+        if master is None or not self.serving:
+            writer.close()
+            return
+        await master.accept(reader, writer)
 
     async def _join(self) -> None:
         if not self.broker_id:
@@ -235,7 +260,6 @@ class ControlledReplica:
                 store, self.settings, self.clock, epochs=self.epochs, rule=rule
             )
             self.ha_master.on_disconnect.append(lambda connection: self._wake_sync.set())
-            self._ha_port = await self.ha_master.start(self._ha_bind, self.ha_port)
         else:
             self.ha_master.rule = rule
             self.ha_master.drop_connections()

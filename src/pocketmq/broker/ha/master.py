@@ -110,7 +110,7 @@ class HAMaster:
     # -- life cycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:
         """Listens on `host:port` (0 picks a free port); returns the port."""
-        self._server = Listener.for_process(self._accept)
+        self._server = Listener.for_process(self.accept)
         self.port = await self._server.start(host, port)
         log.info("HA service listening on %s:%d (tls %s)", host, self.port, self._server.mode.value)
         return self.port
@@ -213,7 +213,9 @@ class HAMaster:
                 future.set_result(True)
 
     # -- connections -----------------------------------------------------------------------
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serves one slave's connection until it or the service ends (called by this
+        service's own listener, or by the listener of a broker that owns its HA port)."""
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
@@ -225,6 +227,12 @@ class HAMaster:
                 await self._handshake(connection, reader, writer)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, HAProtocolError) as exc:
                 log.warning("HA handshake with %s failed: %s", address, exc)
+                writer.close()
+                self._handlers.discard(task)
+                return
+            except asyncio.CancelledError:
+                # Dropped mid-handshake (a new epoch, or the service stops): the slave must see
+                # the close now, not wait out its read timeout.
                 writer.close()
                 self._handlers.discard(task)
                 return

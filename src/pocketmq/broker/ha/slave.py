@@ -92,8 +92,9 @@ class HASlave:
                 continue
             try:
                 await self._follow(address)
-            except (OSError, HAProtocolError, ValueError, TimeoutError) as exc:
-                message = f"{address}: {exc}"
+            except (OSError, EOFError, HAProtocolError, ValueError, TimeoutError) as exc:
+                # EOFError: the master closed in the middle of the handshake.
+                message = f"{address}: {exc or type(exc).__name__}"
                 # One warning per distinct problem, not one per retry while the master is down.
                 if message != self._warned:
                     log.warning("replication from master %s; retrying", message)
