@@ -1,12 +1,13 @@
 """Every ConsumeQueue of a store, created on first use: `consumequeue/<topic>/<queueId>/`.
 
-It is the dispatcher's queue target (`dispatch`), loads and recovers every queue at start, and
+It is the dispatcher's queue target (`dispatch_many`), loads and recovers every queue at start, and
 flushes them all on the flush thread.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
@@ -62,6 +63,26 @@ class ConsumeQueueTable:
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         return self.queues.get((topic, queue_id)) or self._create(topic, queue_id)
+
+    def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
+        if self._repaired is not None:
+            for request in requests:
+                self.dispatch(request)
+            return
+        queues = self.queues
+        last_key: tuple[str, int] | None = None
+        queue: ConsumeQueue | None = None
+        for request in requests:
+            if not request.goes_to_consume_queue:
+                continue
+            key = (request.topic, request.queue_id)
+            if key != last_key:  # a run is mostly batches of one queue
+                queue = queues.get(key) or self._create(*key)
+                last_key = key
+            assert queue is not None
+            queue.put(
+                request.queue_offset, request.commit_log_offset, request.size, request.tags_code
+            )
 
     def dispatch(self, request: DispatchRequest) -> None:
         if request.goes_to_consume_queue:

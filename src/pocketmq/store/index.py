@@ -34,18 +34,19 @@ import calendar
 import logging
 import os
 import time
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
-from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat
+from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.index_file import (
     JAVA_INT_MAX,
     IndexFile,
     IndexFileError,
-    abs_hash,
+    index_key_hash,
     key_hash,
 )
 
@@ -194,33 +195,33 @@ class IndexService:
                 offset at or below `max_phy_offset` is a replay and is ignored.
             store_timestamp_ms: its store time.
         """
-        if phys_offset <= self._indexed_through:
-            return
-        prefix = _topic_prefix_hash(topic)
-        files = self.files
-        if not keys:  # the common case: only the unique id
-            if not uniq_key:
-                return
-            h = abs_hash(java_string_hash_concat(prefix, uniq_key))
-            index_file = files[-1] if files else None
-            if index_file is None or not index_file.put_hash(h, phys_offset, store_timestamp_ms):
-                self._new_file().put_hash(h, phys_offset, store_timestamp_ms)
-            self._indexed_through = phys_offset
-            return
-        hashes = [
-            abs_hash(java_string_hash_concat(prefix, key))
-            for key in keys.split(KEY_SEPARATOR)
-            if key
-        ]
-        if uniq_key:
-            hashes.insert(0, abs_hash(java_string_hash_concat(prefix, uniq_key)))
-        if not hashes:
-            return
-        done = files[-1].put_hashes(hashes, phys_offset, store_timestamp_ms) if files else 0
-        while done < len(hashes):  # each new file takes at least one key: bounded
-            rest = hashes[done:]
-            done += self._new_file().put_hashes(rest, phys_offset, store_timestamp_ms)
-        self._indexed_through = phys_offset
+        self.build_index_many(((topic, keys, uniq_key, phys_offset, store_timestamp_ms),))
+
+    def build_index_many(self, messages: Iterable[tuple[str, str, str | None, int, int]]) -> None:
+        """`build_index` for many messages, each (topic, keys, uniq_key, CommitLog offset,
+        store time ms), in CommitLog order: their entries are written in one pass."""
+        through = self._indexed_through
+        entries: list[tuple[int, int, int]] = []
+        add = entries.append
+        for topic, keys, uniq_key, phys_offset, store_ms in messages:
+            if phys_offset <= through or not (keys or uniq_key):
+                continue
+            prefix = _topic_prefix_hash(topic)
+            before = len(entries)
+            if uniq_key:
+                add((index_key_hash(prefix, uniq_key), phys_offset, store_ms))
+            if keys:
+                for key in keys.split(KEY_SEPARATOR):
+                    if key:
+                        add((index_key_hash(prefix, key), phys_offset, store_ms))
+            if len(entries) > before:  # KEYS of only spaces name no key
+                through = phys_offset
+        if entries:
+            files = self.files
+            done = files[-1].put_entries(entries) if files else 0
+            while done < len(entries):  # each new file takes at least one entry: bounded
+                done += self._new_file().put_entries(entries, done)
+        self._indexed_through = through
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate CommitLog offsets of messages of `topic` with `key` stored in a range.

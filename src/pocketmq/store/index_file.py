@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from pocketmq.common.java_hash import java_string_hash
+from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat_unsigned
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 HEADER_SIZE: Final = 40
@@ -51,6 +51,16 @@ _TRUNCATE_CHUNK_ENTRIES: Final = 1 << 16
 def key_hash(key: str) -> int:
     """RocketMQ's index hash: |String.hashCode()|, with Integer.MIN_VALUE mapped to 0."""
     return abs_hash(java_string_hash(key))
+
+
+def index_key_hash(prefix_hash: int, key: str) -> int:
+    """`key_hash(prefix + key)` from `java_string_hash(prefix)`: the dispatcher's hot path,
+    where the prefix is a message's `topic#`."""
+    h = java_string_hash_concat_unsigned(prefix_hash, key)
+    # |h| of the signed int h stands for, with Integer.MIN_VALUE mapped to 0 (`abs_hash`).
+    if h < 0x80000000:
+        return h
+    return 0 if h == 0x80000000 else 0x100000000 - h
 
 
 def abs_hash(h: int) -> int:
@@ -196,76 +206,62 @@ class IndexFile:
 
     def put_hash(self, h: int, phys_offset: int, store_timestamp_ms: int) -> bool:
         """Adds one key by its `key_hash`; False when the file is full (nothing written)."""
-        number = self.index_count
-        if number >= self.max_index:
-            return False
-        buf = self._buffer
-        if number == 1:
-            self.begin_timestamp = store_timestamp_ms
-            self.begin_phy_offset = phys_offset
-        diff_s = (store_timestamp_ms - self.begin_timestamp) // 1000
-        if not 0 <= diff_s <= JAVA_INT_MAX:  # a clock stepped back, or a file kept for 68 years
-            diff_s = 0 if diff_s < 0 else JAVA_INT_MAX
-        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
-        previous = _SLOT.unpack_from(buf, slot_pos)[0]
-        if not 0 < previous < number:
-            previous = 0
-            self.hash_slot_count += 1
-        _ENTRY.pack_into(
-            buf, self._entries_pos + number * ENTRY_SIZE, h, phys_offset, diff_s, previous
-        )
-        self.index_count = number + 1
-        self.end_phy_offset = phys_offset
-        if store_timestamp_ms > self.end_timestamp:
-            self.end_timestamp = store_timestamp_ms
-        self._write_header()
-        _SLOT.pack_into(buf, slot_pos, number)
-        self._dirty = True
-        return True
+        return self.put_entries(((h, phys_offset, store_timestamp_ms),)) == 1
 
-    def put_hashes(self, hashes: Sequence[int], phys_offset: int, store_timestamp_ms: int) -> int:
-        """Adds the keys of one message by their `key_hash`.
+    def put_entries(self, entries: Sequence[tuple[int, int, int]], start: int = 0) -> int:
+        """Adds `entries[start:]`, each (key hash, CommitLog offset, store time ms), in
+        CommitLog order: the dispatcher's bulk path, one header write for all of them.
+
+        The entries are written first, then the header that counts them,
+        then the slots that point at them: a process killed in between leaves a file whose
+        header and slots never name an entry that is not there.
 
         Returns:
-            How many of `hashes` (from the front) fit; the caller puts the rest in a new file.
+            How many fit; the caller puts the rest in a new file.
         """
-        if len(hashes) == 1:
-            return 1 if self.put_hash(hashes[0], phys_offset, store_timestamp_ms) else 0
         buf = self._buffer
-        number = self.index_count
-        count = min(len(hashes), self.max_index - number)
+        number = first = self.index_count
+        count = min(len(entries) - start, self.max_index - number)
         if count <= 0:
             return 0
         if number == 1:
-            self.begin_timestamp = store_timestamp_ms
-            self.begin_phy_offset = phys_offset
-        diff_s = min(max((store_timestamp_ms - self.begin_timestamp) // 1000, 0), JAVA_INT_MAX)
+            _, self.begin_phy_offset, self.begin_timestamp = entries[start]
+        begin_ms = self.begin_timestamp
         slots = self.slots
-        entries_pos = self._entries_pos
-        first = number
-        # Slot -> newest entry of this message in it: two keys of one message may share a slot.
+        entry_pos = self._entries_pos + number * ENTRY_SIZE
+        pack_entry = _ENTRY.pack_into
+        unpack_slot = _SLOT.unpack_from
+        # Slot -> newest entry in it so far: entries of this call chain through it, not
+        # through what the buffer holds.
         links: dict[int, int] = {}
-        for i in range(count):
-            h = hashes[i]
+        new_slots = 0
+        end_ms = self.end_timestamp
+        phys_offset = 0
+        for h, phys_offset, store_ms in entries[start : start + count]:
             slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
             previous = links.get(slot_pos)
             if previous is None:
-                previous = _SLOT.unpack_from(buf, slot_pos)[0]
+                previous = unpack_slot(buf, slot_pos)[0]
                 if not 0 < previous < first:
                     previous = 0
-                    self.hash_slot_count += 1
-            _ENTRY.pack_into(
-                buf, entries_pos + number * ENTRY_SIZE, h, phys_offset, diff_s, previous
-            )
+                    new_slots += 1
+            diff_s = (store_ms - begin_ms) // 1000
+            if not 0 <= diff_s <= JAVA_INT_MAX:
+                diff_s = 0 if diff_s < 0 else JAVA_INT_MAX
+            pack_entry(buf, entry_pos, h, phys_offset, diff_s, previous)
+            entry_pos += ENTRY_SIZE
             links[slot_pos] = number
             number += 1
+            if store_ms > end_ms:
+                end_ms = store_ms
         self.index_count = number
+        self.hash_slot_count += new_slots
         self.end_phy_offset = phys_offset
-        if store_timestamp_ms > self.end_timestamp:
-            self.end_timestamp = store_timestamp_ms
+        self.end_timestamp = end_ms
         self._write_header()
+        pack_slot = _SLOT.pack_into
         for slot_pos, linked in links.items():
-            _SLOT.pack_into(buf, slot_pos, linked)
+            pack_slot(buf, slot_pos, linked)
         self._dirty = True
         return count
 
