@@ -51,7 +51,7 @@ from pocketmq.common.constants import (
     PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from pocketmq.common.message_id import create_offset_msg_id
+from pocketmq.common.message_id import offset_msg_ids
 from pocketmq.common.properties import decode_properties
 from pocketmq.common.stored_message import HostAddress
 from pocketmq.common.topic_names import (
@@ -405,9 +405,7 @@ class SendHandler:
                 result.durability.value,
             )
         fields = {
-            "msgId": ",".join(
-                create_offset_msg_id(self.store_host, offset) for offset in result.physical_offsets
-            ),
+            "msgId": offset_msg_ids(self.store_host, result.physical_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             # What "stored" meant for this message; RocketMQ's clients ignore these fields.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Sequence
 
 from pocketmq.common.stored_message import HostAddress, pack_host
 
@@ -19,6 +20,14 @@ class MessageIdError(ValueError):
 def create_offset_msg_id(store_host: HostAddress, physical_offset: int) -> str:
     """The offset message id of the record stored at `physical_offset` by `store_host`."""
     return (pack_host(store_host) + struct.pack(">q", physical_offset)).hex().upper()
+
+
+def offset_msg_ids(store_host: HostAddress, physical_offsets: Sequence[int]) -> str:
+    """The comma-joined offset message ids of a put's records (a send answer's `msgId`): the
+    host part is encoded once."""
+    host = pack_host(store_host).hex().upper()
+    # A CommitLog offset is never negative, so 16 hex digits are its big-endian long.
+    return ",".join([f"{host}{offset:016X}" for offset in physical_offsets])
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:

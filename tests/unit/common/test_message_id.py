@@ -12,6 +12,7 @@ from pocketmq.common.message_id import (
     MessageIdError,
     create_offset_msg_id,
     decode_offset_msg_id,
+    offset_msg_ids,
 )
 
 PORTS = st.integers(0, 65535)
@@ -110,3 +111,16 @@ def test_any_string_decodes_or_raises_message_id_error(msg_id: str) -> None:
     assert len(msg_id) in (32, 56)
     assert isinstance(ipaddress.ip_address(ip), ipaddress.IPv4Address) == (len(msg_id) == 32)
     assert -(2**31) <= port < 2**31
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 65535), ("::1", 8081)]),
+    st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=5),
+)
+def test_a_batch_answer_joins_the_ids_of_each_record(
+    host: tuple[str, int], offsets: list[int]
+) -> None:
+    assert offset_msg_ids(host, offsets) == ",".join(
+        create_offset_msg_id(host, offset) for offset in offsets
+    )
