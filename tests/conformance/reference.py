@@ -208,10 +208,13 @@ class ApacheRocketMQ:
         *,
         pom: str = "pom-server.xml",
         broker_settings: dict[str, str] | None = None,
+        jvm: list[str] | None = None,
     ) -> None:
         """`pom`: which release (`pom-server-4.xml`: 4.9.7); `broker_settings`: more keys
-        for the broker's file."""
+        for the broker's file; `jvm`: the servers' JVM options (by default small and quick to
+        start, for tests; a benchmark gives what RocketMQ's own scripts would)."""
         self.work = work
+        self.jvm = jvm or SERVER_JVM
         self.lib = fetch_jars(JAVA_DIR / pom)
         self.broker_settings = broker_settings or {}
         self.namesrv_port = free_port()
@@ -322,7 +325,7 @@ class ApacheRocketMQ:
         env = dict(os.environ, ROCKETMQ_HOME=str(self.work / "home"))
         command = [
             "java",
-            *SERVER_JVM,
+            *self.jvm,
             f"-Duser.home={self.work / 'home'}",
             "-cp",
             f"{self.lib}/*",
