@@ -132,6 +132,11 @@ class CommitLog:
         # First pass: validate and size everything, so a bad message writes nothing.
         prepared = []
         total = 0
+        # The messages of a batch share their born host and flags: packed once per change.
+        last_host: tuple[HostAddress, int] | None = None
+        born_host = b""
+        fixed = fixed_part(len(packed_store_host), len(packed_store_host))  # set by the first
+        sys_flag = 0
         for message in messages:
             body = message.body
             if len(body) > max_body:
@@ -151,11 +156,13 @@ class CommitLog:
                     remark=f"properties are {len(properties)} bytes, the limit is "
                     f"{MAX_PROPERTIES_LENGTH}",
                 )
-            born_host = _packed_host(message.born_host)
-            fixed = fixed_part(len(born_host), len(packed_store_host))
+            if (message.born_host, message.sys_flag) != last_host:
+                last_host = (message.born_host, message.sys_flag)
+                born_host = _packed_host(message.born_host)
+                fixed = fixed_part(len(born_host), len(packed_store_host))
+                sys_flag = host_flags(message.sys_flag, len(born_host), len(packed_store_host))
             tail = topic_part + len(properties).to_bytes(2, "big") + properties
             size = fixed.size + len(body) + len(tail)
-            sys_flag = host_flags(message.sys_flag, len(born_host), len(packed_store_host))
             prepared.append((message, born_host, fixed, tail, size, sys_flag))
             total += size
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
