@@ -3,11 +3,13 @@
 One command: `python benchmarks/peers/run.py` (or `make bench-peers`). Installs the servers from
 Debian's packages if missing, starts each on loopback with its data in a temporary directory,
 runs the same four workloads against each with its usual Python client (pocketmq's own, aio-pika,
-nats-py, redis-py), stops what it started, and prints markdown tables (also written to `--out`):
+nats-py, redis-py with hiredis), stops what it started, and prints markdown tables (also
+written to `--out`):
 
   (a) pipelined produce of `--messages` 1 KiB messages, up to 1,000 unacknowledged;
   (b) one-at-a-time sync sends, `--sync-messages`, latency p50/p99/p99.9;
-  (c) draining `--messages` stored messages with acks or offset commits;
+  (c) draining `--messages` stored messages with acks or offset commits (pocketmq's clock
+      stops after the consumer's closing offset commit was answered);
   (d) end-to-end latency at a fixed `--rate` msgs/s for `--seconds`.
 
 Each workload runs `--rounds` times on a fresh topic, stream or queue: the tables give the median

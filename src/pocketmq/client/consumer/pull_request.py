@@ -149,7 +149,9 @@ def read_pull_response(
             if tags_wanted is not None and record.properties.get(PROPERTY_TAGS) not in tags_wanted:
                 continue
             try:
-                messages.append(MessageExt.from_stored(record, queue.broker_name))
+                messages.append(
+                    MessageExt.from_stored(record, queue.broker_name, pulled_from=queue)
+                )
             except zlib.error as exc:
                 raise ProtocolError(
                     f"{what}: message at offset {record.queue_offset} is flagged compressed "
