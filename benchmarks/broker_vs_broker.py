@@ -151,6 +151,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=16, help="the tools' -w")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--flush", default=",".join(FLUSH_MODES))
+    parser.add_argument("--servers", default="pocketmq,rocketmq")
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args()
     settings = BenchmarkSettings(
@@ -158,7 +159,11 @@ def main() -> int:
     )
     classpath = benchmark_classpath()
     results: dict[tuple[str, str], list[Figures]] = {}
-    servers = (("pocketmq", measure_pocketmq), ("Apache RocketMQ 5.5.0", measure_rocketmq))
+    known = {
+        "pocketmq": ("pocketmq", measure_pocketmq),
+        "rocketmq": ("Apache RocketMQ 5.5.0", measure_rocketmq),
+    }
+    servers = [known[name] for name in args.servers.split(",")]
     for round_number in range(1, args.rounds + 1):
         for flush in args.flush.split(","):
             for name, measure in servers:

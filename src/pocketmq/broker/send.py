@@ -25,6 +25,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Protocol
 
 from pocketmq.broker.headers import HeaderError
@@ -105,6 +106,8 @@ class PeerChannel(Protocol):
         ...
 
 
+# Cached: every send of a connection parses the same peer address (`ipaddress` is slow).
+@lru_cache(maxsize=4096)
 def parse_host_address(text: str) -> HostAddress | None:
     """Parses `ip:port` (IPv6 with or without brackets) as a stored host address.
 

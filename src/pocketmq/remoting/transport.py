@@ -12,7 +12,7 @@ malformed or oversized frame closes only that connection, with one log line sayi
 
 Backpressure: at most `max_in_flight` requests run per channel; past that the reader stops
 reading, so TCP pushes back on the peer. Writes await `drain()` past the transport's
-high-water mark.
+high-water mark. Writes made in one turn of the event loop are sent together at its end.
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ class Channel:
         self.last_active = time.monotonic()
         self.close_reason = ""
         self.on_close: list[Callable[[Channel], None]] = []
+        self._out: list[bytes] = []
+        self._flush_handle: asyncio.Handle | None = None
 
     @property
     def is_closed(self) -> bool:
@@ -155,16 +157,33 @@ class Channel:
             await self._write(self._connection.send_response(response))
 
     async def _write(self, data: bytes) -> None:
+        """Queues `data`; everything queued in one turn of the event loop leaves in one write
+        (one system call for the answers of many requests handled together), at the end of
+        that turn."""
         self.last_active = time.monotonic()
-        try:
-            self._writer.write(data)
-        except RuntimeError as exc:
-            # uvloop refuses a write to a transport that closed under us (the peer went away
-            # between our check and the write): the same as a closed channel to the caller.
-            raise ChannelClosedError(f"channel to {self.remote_address} is closed: {exc}") from exc
         transport = self._writer.transport
+        if transport.is_closing():
+            raise ChannelClosedError(f"channel to {self.remote_address} is closed")
+        self._out.append(data)
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
         if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
             await self._writer.drain()
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        out, self._out = self._out, []
+        if not out or self._writer.transport.is_closing():
+            return
+        try:
+            if len(out) == 1:
+                self._writer.write(out[0])
+            else:
+                self._writer.writelines(out)
+        except RuntimeError as exc:
+            # uvloop refuses a write to a transport that closed under us (the peer went away
+            # since the check): the reader sees the close and fails whoever waits.
+            log.debug("write to %s dropped: %s", self.remote_address, exc)
 
     # -- receiving -------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -260,6 +279,9 @@ class Channel:
                     ChannelClosedError(f"connection to {self.remote_address} closed")
                 )
         self._waiting.clear()
+        if self._flush_handle is not None:  # what was answered before the close still goes
+            self._flush_handle.cancel()
+            self._flush()
         with contextlib.suppress(Exception):
             self._writer.close()
         for callback in self.on_close:
