@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat, tags_code
+from pocketmq.store.index_file import index_key_hash, key_hash
 
 # 300 chars cycling through a..z: longer than the 256 precomputed powers.
 ALPHABET_300 = "".join(chr(ord("a") + i % 26) for i in range(300))
@@ -78,6 +79,8 @@ def test_concat_hash_equals_the_hash_of_the_concatenation(prefix: str, suffix: s
     whole = java_string_hash(prefix + suffix)
     assert java_string_hash_concat(java_string_hash(prefix), suffix) == whole
     assert whole == naive_java_hash(prefix + suffix)
+    # The index's hot path: |hash(topic#key)| from the prefix's hash, MIN_VALUE as 0.
+    assert index_key_hash(java_string_hash(prefix), suffix) == key_hash(prefix + suffix)
 
 
 def test_tags_code_of_no_tag_is_zero() -> None:
