@@ -127,6 +127,27 @@ def test_oneway_gets_no_response_but_runs() -> None:
     with_server(test)
 
 
+def test_what_was_written_before_a_close_still_reaches_the_peer() -> None:
+    """Writes leave at the end of the event loop's turn; a close in that same turn (offset
+    commits sent just before a consumer shuts down) sends them first."""
+    seen: list[str] = []
+
+    async def record(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        seen.append(request.ext_fields["n"])
+        return None
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        server.handlers[ECHO + 11] = record
+        channel = await client.channel(address)
+        for n in range(3):
+            await channel.invoke_oneway(RemotingCommand.request(ECHO + 11, {"n": str(n)}))
+        await channel.close()
+        await async_wait_until(lambda: len(seen) == 3, "3 oneway requests handled", poll_s=0.01)
+        assert seen == ["0", "1", "2"]
+
+    with_server(test)
+
+
 def test_server_calls_the_client_back_on_the_same_connection() -> None:
     async def notified(request: RemotingCommand, channel: Channel) -> RemotingCommand:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, remark="client here")
