@@ -195,6 +195,10 @@ class DiskStorage:
         tmp = path.with_suffix(".tmp")
         header = struct.pack(">QQ", snapshot.index, snapshot.term)
         content = header + struct.pack(">I", _crc(header, snapshot.data)) + snapshot.data
+        # A fresh file, never one a power loss left under the temporary name: that name can
+        # still point at the file now called "snapshot", which truncating would empty.
+        if self._fs.exists(tmp):
+            self._fs.remove(tmp)
         write_file_durably(self._fs, tmp, content)
         self._fs.rename(tmp, path)
         self._fs.sync_directory(self.directory)
