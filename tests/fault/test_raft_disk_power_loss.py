@@ -140,6 +140,16 @@ def test_synced_raft_state_survives_power_loss() -> None:
     run_rounds(SEED, ROUNDS)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="known defect, not yet diagnosed: after this seed's power loss both hard state "
+    "slots read as corrupt (found by the random seed above, 2026-11-28)",
+)
+def test_the_hard_state_survives_seed_951718694() -> None:
+    run_rounds(951718694, ROUNDS)
+
+
 def test_a_snapshot_survives_a_stale_temporary_name() -> None:
     """Seed 416246492 (found by the random seed above): a power loss leaves the snapshot's
     temporary name pointing at the file now called "snapshot" (the directory was not synced

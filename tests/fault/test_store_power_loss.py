@@ -8,7 +8,9 @@ SYNC_FLUSH from several writers, and then either loses power at a random call to
 process only (the page cache survives, unsynced). The next round checks, as the store's next
 start sees it, that every message answered FLUSHED reads back with its exact bytes, that every
 stored record is a correct message, and that queues and index agree with the CommitLog
-(`store_checks.check_store`).
+(`store_checks.check_store`). The store's clock runs ahead of the wall clock
+(`HurriedClock`), so that a round spans seconds of store time and recovery starts inside the
+log, as after a broker's longer run.
 
 Mutants (a skipped fdatasync, a directory left unsynced, recovery trusting the page cache) must
 each fail the same check within the CI rounds: otherwise the check proves nothing.
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import os
 import random
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,8 +34,10 @@ import pytest
 
 from pocketmq.common.stored_message import MessageDecodeError
 from pocketmq.runtime import filesystem
+from pocketmq.runtime.clock import SystemClock
 from pocketmq.store import mapped_file, message_store
 from pocketmq.store.api import Durability, PutStatus
+from pocketmq.store.config import MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 from pocketmq.testing.simulated_disk import SimulatedDisk
 from tests.fault.store_checks import check_store
@@ -53,11 +59,35 @@ PUTS_PER_ROUND_MAX = 400
 # Small files: a round rolls over several, so unsynced bytes end up in files that are no
 # longer the last (where a flush of the last file would not reach them).
 STORE_CONFIG = dataclasses.replace(config(str(ROOT)), mapped_file_size_commit_log=64 * 1024)
+# Queues and index flushed every 10 ms: a round, shorter than the default 1 s, then sees
+# flushes of them in progress, as a broker running for hours does.
+FREQUENT_FLUSH_CONFIG = dataclasses.replace(STORE_CONFIG, flush_interval_consume_queue_ms=10)
+CLOCK_STEP_MS = 20
 
 
-async def write_round(disk: SimulatedDisk, first_seq: int, rng: random.Random) -> dict[int, int]:
+class HurriedClock(SystemClock):
+    """Store time that runs `CLOCK_STEP_MS` further ahead at every reading.
+
+    A round's few hundred puts then span seconds of store time, as a broker's run does, so
+    recovery's safe point (the checkpoint's oldest time less RocketMQ's 3 s) falls inside the
+    log and recovery trusts what lies before it. At the wall clock's pace, a round lasts well
+    under 3 s and nearly every recovery would re-read the whole log, which tests much less.
+    """
+
+    _readings = itertools.count()
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + CLOCK_STEP_MS * next(self._readings)
+
+
+CLOCK = HurriedClock()
+
+
+async def write_round(
+    disk: SimulatedDisk, first_seq: int, rng: random.Random, store_config: MessageStoreConfig
+) -> dict[int, int]:
     """Appends until the power goes (or a process crash); returns the FLUSHED acks."""
-    store = MessageStore(STORE_CONFIG, fs=disk, disk_usage=lambda: 0.0)
+    store = MessageStore(store_config, fs=disk, disk_usage=lambda: 0.0, clock=CLOCK)
     store.load()
     await store.start()
     power_loss = rng.random() < 0.6
@@ -87,15 +117,17 @@ async def write_round(disk: SimulatedDisk, first_seq: int, rng: random.Random) -
     return acks
 
 
-def run_rounds(seed: int, rounds: int) -> Iterator[tuple[int, dict[int, int]]]:
+def run_rounds(
+    seed: int, rounds: int, store_config: MessageStoreConfig = STORE_CONFIG
+) -> Iterator[tuple[int, dict[int, int]]]:
     """Runs `rounds` rounds and checks the store after each; yields (round, all acks)."""
     rng = random.Random(seed)
     disk = SimulatedDisk(seed)
     acked: dict[int, int] = {}
     next_seq = 0
     for number in range(rounds):
-        acked.update(asyncio.run(write_round(disk, next_seq, rng)))
-        highest, _stored = check_store(ROOT, acked, disk, STORE_CONFIG)
+        acked.update(asyncio.run(write_round(disk, next_seq, rng, store_config)))
+        highest, _stored = check_store(ROOT, acked, disk, store_config)
         next_seq = max(highest, max(acked, default=-1)) + 1
         yield number, acked
 
@@ -106,6 +138,22 @@ def test_flushed_messages_survive_power_loss() -> None:
     for _number, acked_so_far in run_rounds(SEED, ROUNDS):
         acked = acked_so_far
     assert len(acked) > ROUNDS * 20, "hardly anything was acknowledged; the test proves nothing"
+
+
+def test_the_index_survives_power_loss_with_derived_files_flushed_within_rounds() -> None:
+    # Rounds last less than the default 1 s flush of queues and index, so the test above
+    # rarely sees a flush of them in progress; `FREQUENT_FLUSH_CONFIG` does. Before the
+    # index's recovery checked what a power loss left of its newest entries and slots
+    # (`IndexFile.recover`), every seed tried failed here within the first rounds with
+    # "index lost"; once rounds spanned seconds of store time (`HurriedClock`), every seed
+    # tried failed again, until recovery also synced the names of queue files found after a
+    # crash and stopped taking an index sector that is not all zeros for written whole. Those
+    # two defects show here only now and then, so each has a test of its own that fails
+    # without the fix every time: `test_recovered_queue_files.py` and
+    # `test_index_recovery.py::test_a_sector_synced_half_full_loses_the_entries_after_the_sync`.
+    sys.stdout.write(f"POCKETMQ_POWER_LOSS_SEED={SEED}\n")
+    for _number, _acked in run_rounds(SEED, ROUNDS, FREQUENT_FLUSH_CONFIG):
+        pass
 
 
 def skip_commit_log_fdatasync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,12 +172,15 @@ def skip_commit_log_fdatasync(monkeypatch: pytest.MonkeyPatch) -> None:
 def skip_directory_sync_of_new_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new mapped file is renamed into place, but its directory is never synced."""
 
-    def create_sized_file(fs: filesystem.FileSystem, path: Path, size: int) -> None:
+    def create_sized_file(
+        fs: filesystem.FileSystem, path: Path, size: int, *, durable: bool = True
+    ) -> None:
         temporary = path.with_name(path.name + ".tmp")
         handle = fs.open(temporary, create=True)
         try:
             handle.truncate(size)
-            handle.sync()
+            if durable:
+                handle.sync()
         finally:
             handle.close()
         fs.rename(temporary, path)

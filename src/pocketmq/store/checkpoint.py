@@ -20,6 +20,7 @@ from typing import Final
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 
 PAGE_SIZE: Final = 4096
+SAFETY_MARGIN_MS: Final = 3_000
 _LAYOUT: Final = struct.Struct(">qqqqq")
 
 
@@ -54,11 +55,16 @@ class Checkpoint:
         return checkpoint
 
     def min_timestamp(self, *, with_index: bool) -> int:
-        """The time before which every structure was durable."""
+        """The time before which every structure was durable, less RocketMQ's margin.
+
+        A timestamp says a message of that millisecond was flushed, not that every message
+        of it was: others stored in the same millisecond, or dispatched just after the flush
+        read the time, may not be. RocketMQ takes 3 s off for this (`getMinTimestamp`).
+        """
         stamps = [self.physic_msg_timestamp, self.logics_msg_timestamp]
         if with_index:
             stamps.append(self.index_msg_timestamp)
-        return min(stamps)
+        return max(min(stamps) - SAFETY_MARGIN_MS, 0)
 
     def flush(self) -> None:
         """Writes the page and makes it durable. Blocking."""

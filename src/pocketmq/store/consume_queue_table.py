@@ -13,6 +13,7 @@ from pathlib import Path
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.dispatch import DispatchRequest
+from pocketmq.store.mapped_file import sync_new_files
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ class ConsumeQueueTable:
                 queue = self._create(topic, int(queue_name))
                 queue.load()
                 queue.recover()
+
+    def distrust_loaded_files(self) -> None:
+        """After an unclean stop: the next flush syncs every queue file's name and size too
+        (`MappedFileQueue.distrust_loaded_files`)."""
+        for queue in self.queues.values():
+            queue.files.distrust_loaded_files()
 
     def _create(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = ConsumeQueue(
@@ -116,8 +123,13 @@ class ConsumeQueueTable:
             self.queues[queue_key].truncate_entries(last + 1)
 
     def flush(self) -> None:
-        """Flushes every queue. Blocking."""
-        for queue in list(self.queues.values()):
+        """Flushes every queue. Blocking.
+
+        The files created since the last flush, in all queues, are synced first, and their
+        directories once each: a topic's directory once for all its new queues."""
+        queues = list(self.queues.values())
+        sync_new_files(self.fs, [new for queue in queues for new in queue.files.take_new_files()])
+        for queue in queues:
             queue.flush()
 
     def close(self) -> None:

@@ -12,7 +12,10 @@
   durable, the flusher stops, and `on_failure` tells the store to refuse writes until a
   restart (whose recovery syncs everything it finds again).
 
-Consume queues, index and the checkpoint are flushed on their own, slower, interval.
+Consume queues, index and the checkpoint are flushed on their own, slower, interval, on a
+thread of their own, as RocketMQ's FlushConsumeQueueService runs beside its GroupCommitService:
+with thousands of queues that flush syncs thousands of files, and group commit must not wait
+behind it.
 """
 
 from __future__ import annotations
@@ -179,9 +182,10 @@ class PeriodicFlusher:
 
 
 class FlushServices:
-    """The store's flushing as `flushDiskType` chooses it, on one flush thread: group commit
-    (SYNC_FLUSH) or a periodic CommitLog flush (ASYNC_FLUSH), and the periodic flush of queues,
-    index and checkpoint. `disk_error` says why writes are refused once any sync failed."""
+    """The store's flushing as `flushDiskType` chooses it: group commit (SYNC_FLUSH) or a
+    periodic CommitLog flush (ASYNC_FLUSH) on the CommitLog's flush thread, and the periodic
+    flush of queues, index and checkpoint on another. `disk_error` says why writes are refused
+    once any sync failed."""
 
     def __init__(
         self,
@@ -195,6 +199,7 @@ class FlushServices:
         where: str,
     ) -> None:
         self.executor = ThreadPoolExecutor(1, "pocketmq-flush")
+        self._derived_executor = ThreadPoolExecutor(1, "pocketmq-flush-queues")
         self.disk_error: str | None = None
         self._where = where
         self.group_commit: GroupCommitFlusher | None = None
@@ -215,7 +220,11 @@ class FlushServices:
             )
         self._flushers.append(
             PeriodicFlusher(
-                "queue-flush", flush_derived, derived_interval_ms, self.executor, self.refuse_writes
+                "queue-flush",
+                flush_derived,
+                derived_interval_ms,
+                self._derived_executor,
+                self.refuse_writes,
             )
         )
 
@@ -240,3 +249,16 @@ class FlushServices:
             await self.group_commit.stop()
         for flusher in self._flushers:
             await flusher.stop()
+        # A cancelled flush goes on in its thread: wait for it, so that nothing flushes after.
+        loop = asyncio.get_running_loop()
+        for executor in (self.executor, self._derived_executor):
+            await loop.run_in_executor(executor, _idle)
+
+    def shutdown(self) -> None:
+        """Ends the flush threads, once `stop` returned; blocking."""
+        self.executor.shutdown(wait=True)
+        self._derived_executor.shutdown(wait=True)
+
+
+def _idle() -> None:
+    """Nothing: run on a flush thread, it returns once the work before it is done."""

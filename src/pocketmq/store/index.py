@@ -269,6 +269,39 @@ class IndexService:
         self.files = keep
         self._recompute_indexed_through()
 
+    def recover(self, phys_offset: int) -> int:
+        """`truncate` after an unclean stop, when a power loss may have kept some of the
+        newest pages and lost others.
+
+        Only the newest non-empty file, and the empty ones after it, can have been written
+        since the last flush (a file is written only while it is the last); they keep what
+        `IndexFile.recover` proves was synced. Older files were synced whole and are truncated
+        as usual. Files that start at or after `phys_offset` are deleted.
+
+        Returns:
+            Where re-dispatch must start for the index to be whole: `phys_offset`, or the
+            offset of a message whose entries were dropped with the torn ones.
+        """
+        keep: list[IndexFile] = []
+        for index_file in self.files:
+            if not index_file.is_empty and index_file.begin_phy_offset >= phys_offset:
+                log.info("index file %s deleted by recovery", index_file.path.name)
+                index_file.destroy()
+                continue
+            keep.append(index_file)
+        if len(keep) < len(self.files):
+            self._fs.sync_directory(self.directory)
+        newest = max((i for i, f in enumerate(keep) if not f.is_empty), default=0)
+        resume = phys_offset
+        for position, index_file in enumerate(keep):
+            if position < newest:
+                index_file.truncate(phys_offset)
+            else:
+                resume = min(resume, index_file.recover(phys_offset))
+        self.files = keep
+        self._recompute_indexed_through()
+        return resume
+
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """Deletes the oldest files whose entries all point below the CommitLog's min offset.
 

@@ -19,6 +19,9 @@ Invariants:
   chain pointing at an entry the header does not count;
 - readers trust no number read from a file: slot values and links outside `1..indexCount-1`,
   or links that do not go strictly backwards, end a chain.
+- past the entries counted lie zeros or entries written since (truncation and recovery zero
+  what they drop), so after a power loss an entry that is, or reaches into, an all-zero
+  sector is known to be torn (`recover`).
 
 `IndexFileError` (a size or header that cannot be right) is raised only here; the set of files,
 their names, rolling and recovery belong to `index.py`. `flush` syncs a file written since its
@@ -28,7 +31,9 @@ touches the mapping, so a flush thread may call it while the event loop writes.
 
 from __future__ import annotations
 
+import array
 import struct
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -44,6 +49,10 @@ _JAVA_INT_MIN: Final = -(1 << 31)
 _HEADER: Final = struct.Struct(">qqqqii")
 _SLOT: Final = struct.Struct(">i")
 _ENTRY: Final = struct.Struct(">iqii")
+_SECTOR: Final = 512
+"""What a disk writes whole (or not at all) when the power goes."""
+_ZERO_SECTOR: Final = bytes(_SECTOR)
+_ZERO_ENTRY: Final = bytes(ENTRY_SIZE)
 # Entries read per chunk when truncation looks for the slots it must repair: bounds the copy.
 _TRUNCATE_CHUNK_ENTRIES: Final = 1 << 16
 
@@ -320,8 +329,8 @@ class IndexFile:
     def truncate(self, phys_offset: int) -> None:
         """Drops every entry whose CommitLog offset is >= `phys_offset`, repairing chains.
 
-        The entries dropped are left as they are (never read again: readers stop at
-        indexCount, and no slot or kept link points at them); new puts overwrite them.
+        The entries dropped are zeroed: after a power loss, what lies past the synced entries
+        must be zeros or entries written since (`recover` relies on it).
         """
         count = self.index_count
         low, high = 1, count
@@ -336,9 +345,158 @@ class IndexFile:
             return
         for slot in self._slots_of_entries(keep, count):
             self._repair_slot(slot, keep, count)
+        self._zero_entries_from(keep)
         self.index_count = keep
-        if keep > 1:
-            _, phys, diff_s, _ = self._entry(keep - 1)
+        self._set_end_from_entries()
+        self._write_header()
+        self._dirty = True
+
+    def recover(self, phys_offset: int) -> int:
+        """After an unclean stop: keeps the entries for CommitLog offsets below `phys_offset`
+        that are sure to be whole, whatever a power loss left of the rest.
+
+        Entries below `phys_offset` were synced before the checkpoint recovery starts from.
+        The header, the slots and later entries each reached the disk or not, sector by
+        sector: the header may count entries that are zeros or torn, and a slot may point at
+        such an entry, or past the count. So the entries kept end at the first that is not
+        below `phys_offset` or not sound (`_sound`); every slot that points at or past that
+        end is walked back to a kept entry through sound links, and the slots whose walk
+        meets an entry that is not sound are set from the kept entries themselves.
+
+        Returns:
+            The CommitLog offset from which this file needs its entries re-dispatched:
+            `phys_offset`, or earlier when the kept entries end inside a message whose other
+            keys may be lost (its entries are dropped too, and it is indexed again).
+        """
+        low, high = 1, self.index_count
+        while low < high:
+            mid = (low + high) // 2
+            entry = self._sound(mid)
+            if entry is None or entry[1] >= phys_offset:
+                high = mid
+            else:
+                low = mid + 1
+        keep = low
+        resume = phys_offset
+        if keep > 1 and keep < self.index_count and self._sound(keep) is None:
+            # The entry after the last kept one may be a later key of the same message.
+            resume = self._entry(keep - 1)[1]
+            while keep > 1 and self._entry(keep - 1)[1] == resume:
+                keep -= 1
+        lost: list[int] = []
+        for slot, head in self._slots_at_or_past(keep):
+            number = max(head, 0)
+            while number >= keep:
+                entry = self._sound(number) if number < self.max_index else None
+                if entry is None or entry[0] % self.slots != slot or not 0 <= entry[3] < number:
+                    lost.append(slot)
+                    break
+                number = entry[3]
+            else:
+                _SLOT.pack_into(self._buffer, HEADER_SIZE + slot * SLOT_SIZE, number)
+        self._relink(lost, keep)
+        self._zero_entries_from(keep)
+        self.index_count = keep
+        self._set_end_from_entries()
+        self._write_header()
+        self._dirty = True
+        return resume
+
+    def _sound(self, number: int) -> tuple[int, int, int, int] | None:
+        """Entry `number` when its bytes are sure to be the ones written, else None.
+
+        A disk writes a sector whole or not at all, and what lies past the synced entries was
+        zeros before (`_zero_entries_from` keeps it so), so a sector with a byte other than
+        zero was written. An entry all zeros, or one that reaches into an all-zero sector,
+        may have lost its bytes, or some of them (an entry may straddle two sectors).
+        """
+        pos = self._entries_pos + number * ENTRY_SIZE
+        raw = self._buffer[pos : pos + ENTRY_SIZE]
+        if raw == _ZERO_ENTRY:
+            return None
+        first_end = (pos // _SECTOR + 1) * _SECTOR
+        if first_end < pos + ENTRY_SIZE:
+            for sector in (first_end - _SECTOR, first_end):
+                if self._buffer[sector : sector + _SECTOR] == _ZERO_SECTOR:
+                    return None
+        entry: tuple[int, int, int, int] = _ENTRY.unpack(raw)
+        return entry
+
+    def _slots_at_or_past(self, keep: int) -> list[tuple[int, int]]:
+        """Every slot holding an entry number >= `keep`, or a negative one, with its value."""
+        table = array.array("i", self._buffer[HEADER_SIZE : HEADER_SIZE + self.slots * SLOT_SIZE])
+        if sys.byteorder == "little":
+            table.byteswap()
+        if not table:
+            return []
+        highest, lowest = max(table), min(table)  # at C speed
+        if highest < keep and lowest >= 0:
+            return []
+        count = self.index_count
+        if highest < count and lowest >= 0 and self._all_written(keep, count):
+            # After a crash without power loss: every slot points at a counted entry, so the
+            # slots to walk are those of the entries dropped.
+            touched = self._slots_of_entries(keep, count)
+            return [(slot, table[slot]) for slot in touched if table[slot] >= keep]
+        return [(slot, head) for slot, head in enumerate(table) if head >= keep or head < 0]
+
+    def _all_written(self, first: int, stop: int) -> bool:
+        """Whether entries `first..stop-1` are all sound: none reads as zeros, nor touches a
+        sector of zeros (none was lost).
+
+        A sector synced while half full comes back half zeros: its later entries are lost in
+        a sector that is not all zeros.
+        """
+        start = self._entries_pos + first * ENTRY_SIZE
+        end = self._entries_pos + stop * ENTRY_SIZE
+        # Twenty zero bytes anywhere (also across two entries) take the careful path.
+        if _ZERO_ENTRY in self._buffer[start:end]:
+            return False
+        sector = start - start % _SECTOR
+        while sector < end:
+            if self._buffer[sector : sector + _SECTOR] == _ZERO_SECTOR:
+                return False
+            sector += _SECTOR
+        return True
+
+    def _relink(self, slots: list[int], keep: int) -> None:
+        """Points each of `slots` at its newest entry below `keep` (0 when none), read from
+        the entries, newest first: for slots whose chain crossed a lost entry."""
+        wanted = set(slots)
+        for slot in slots:
+            _SLOT.pack_into(self._buffer, HEADER_SIZE + slot * SLOT_SIZE, 0)
+        stop = keep
+        while wanted and stop > 1:
+            first = max(1, stop - _TRUNCATE_CHUNK_ENTRIES)
+            start_pos = self._entries_pos + first * ENTRY_SIZE
+            end_pos = start_pos + (stop - first) * ENTRY_SIZE
+            chunk = list(_ENTRY.iter_unpack(self._buffer[start_pos:end_pos]))
+            for offset in range(len(chunk) - 1, -1, -1):
+                slot = chunk[offset][0] % self.slots
+                if slot in wanted:
+                    wanted.discard(slot)
+                    _SLOT.pack_into(self._buffer, HEADER_SIZE + slot * SLOT_SIZE, first + offset)
+            stop = first
+
+    def _zero_entries_from(self, first: int) -> None:
+        """Zeroes the entries from `first` up to the first all-zero chunk, so that what a
+        later power loss leaves past the kept entries is zeros or new entries, never old ones
+        that look kept."""
+        chunk = _TRUNCATE_CHUNK_ENTRIES * ENTRY_SIZE
+        pos = self._entries_pos + first * ENTRY_SIZE
+        end = self._entries_pos + self.max_index * ENTRY_SIZE
+        zeros = bytes(chunk)
+        while pos < end:
+            size = min(chunk, end - pos)
+            if self._buffer[pos : pos + size] == zeros[:size]:
+                break
+            self._buffer[pos : pos + size] = zeros[:size]
+            pos += size
+
+    def _set_end_from_entries(self) -> None:
+        """The header's end fields (and begin fields when nothing is left) from the entries."""
+        if self.index_count > 1:
+            _, phys, diff_s, _ = self._entry(self.index_count - 1)
             self.end_phy_offset = phys
             # The last kept entry's real time is at most its recorded second's end.
             stamp_ms = self.begin_timestamp + diff_s * 1000
@@ -346,8 +504,6 @@ class IndexFile:
         else:
             self.begin_timestamp = self.end_timestamp = 0
             self.begin_phy_offset = self.end_phy_offset = 0
-        self._write_header()
-        self._dirty = True
 
     def _slots_of_entries(self, first: int, stop: int) -> set[int] | range:
         """The slots that entries `first..stop-1` hash to (every slot when that is cheaper)."""

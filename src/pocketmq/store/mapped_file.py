@@ -22,6 +22,7 @@ so a simulated disk can lose power under them. Durability:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -46,14 +47,20 @@ class MappedFile:
     """One fixed-size memory-mapped file of a log."""
 
     def __init__(
-        self, path: Path, file_size: int, *, create: bool, fs: FileSystem = OS_FILE_SYSTEM
+        self,
+        path: Path,
+        file_size: int,
+        *,
+        create: bool,
+        durable: bool = True,
+        fs: FileSystem = OS_FILE_SYSTEM,
     ) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
         self._fs = fs
         if create and not fs.exists(path):
-            create_sized_file(fs, path, file_size)
+            create_sized_file(fs, path, file_size, durable=durable)
         try:
             self._region = fs.map(path, file_size)
         except ValueError as exc:
@@ -122,6 +129,15 @@ class MappedFile:
             self._region.sync()
             self.flushed_position = self.wrote_position
 
+    def sync_created(self) -> None:
+        """A new file's first sync, whatever the positions say: its length and what was
+        written before it started."""
+        target = self.wrote_position
+        if not self._closed:
+            self._region.sync()
+            if target > self.flushed_position:
+                self.flushed_position = target
+
     def truncate_to(self, position: int) -> None:
         """Moves the write position back to `position`, zeroing the bytes it cuts, durably.
 
@@ -138,6 +154,11 @@ class MappedFile:
     def drop_pages(self, end: int) -> None:
         """Lets go of this process's pages before `end` (see `MappedRegion.drop_pages`)."""
         self._region.drop_pages(end)
+
+    def read_ahead(self, enabled: bool) -> None:
+        """See `MappedRegion.read_ahead`."""
+        if not self._closed:
+            self._region.read_ahead(enabled)
 
     def close(self) -> None:
         if self._closed:
@@ -159,6 +180,18 @@ class MappedFileQueue:
 
     File creation can be handed to a background thread (`preallocate=True`): the next file is
     created and mapped while the current one fills, so a roll-over does not stall an append.
+
+    A log rebuilt from the CommitLog after a crash (`derived=True`: the ConsumeQueues) creates
+    its files without a sync; `flush`, on the flush thread, makes their names and sizes durable
+    before their bytes, so whatever the store records as flushed has durable files. A power
+    loss before that may leave such a file empty or missing: `load` drops it and those after
+    it, and recovery re-dispatches their entries. A broker with thousands of queues would
+    otherwise make three syncs on the event loop for each queue's first entry.
+
+    A derived log's file reads ahead only once it is full: its entries come a few bytes at a
+    time, and a fault in the sparse rest of the file would read the whole read-ahead window in
+    as zeros, milliseconds for each new queue (RocketMQ writes these files with `write`, not
+    through the mapping, for the same reason).
     """
 
     def __init__(
@@ -167,6 +200,7 @@ class MappedFileQueue:
         file_size: int,
         *,
         preallocate: bool = False,
+        derived: bool = False,
         fs: FileSystem = OS_FILE_SYSTEM,
     ) -> None:
         assert file_size > 0
@@ -176,6 +210,10 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self._allocator = ThreadPoolExecutor(1, "pocketmq-alloc") if preallocate else None
         self._next: Future[MappedFile] | None = None
+        self._derived = derived
+        # Files created without a sync, oldest first; taken by the flush thread.
+        self._unsynced: list[MappedFile] = []
+        self._names_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -185,7 +223,7 @@ class MappedFileQueue:
         Recovery then sets the real write position of the last files by scanning them.
         """
         fs = self.fs
-        fs.make_dirs(self.directory)
+        fs.make_dirs(self.directory, durable=not self._derived)
         names = []
         for name in fs.list_dir(self.directory):
             if name.endswith(".tmp"):
@@ -196,20 +234,45 @@ class MappedFileQueue:
                 continue
             names.append(name)
         expected = None
-        for name in names:
+        for index, name in enumerate(names):
             start = int(name)
             if start % self.file_size:
                 raise MappedFileError(
                     f"{self.directory / name} does not start on a {self.file_size}-byte boundary"
                 )
+            problem = None
             if expected is not None and start != expected:
-                raise MappedFileError(
-                    f"gap in {self.directory}: expected a file at {expected}, found {name}"
-                )
+                problem = f"gap in {self.directory}: expected a file at {expected}, found {name}"
+            elif self._derived and self._is_empty(self.directory / name):
+                # Only what a power loss leaves of a file created unsynced: a file of another
+                # size (a changed `mappedFileSizeConsumeQueue`) still stops the load below.
+                problem = f"{self.directory / name} is empty"
+            if problem is not None:
+                if not self._derived:
+                    raise MappedFileError(problem)
+                self._drop_unsynced_tail(names[index:], problem)
+                break
             mapped = MappedFile(self.directory / name, self.file_size, create=False, fs=fs)
             mapped.wrote_position = self.file_size
             self.files.append(mapped)
             expected = start + self.file_size
+        if self._derived and self.files:
+            self.files[-1].read_ahead(False)
+
+    def _is_empty(self, path: Path) -> bool:
+        handle = self.fs.open(path)
+        try:
+            return handle.size() == 0
+        finally:
+            handle.close()
+
+    def _drop_unsynced_tail(self, names: list[str], problem: str) -> None:
+        """A derived log's file that is empty or after a gap was created after the last flush
+        and lost to a power loss: it and the files after it go, to be re-dispatched."""
+        log.warning("%s; dropping %s (rebuilt from the CommitLog)", problem, ", ".join(names))
+        for name in names:
+            self.fs.remove(self.directory / name)
+        self.fs.sync_directory(self.directory)
 
     # -- positions -------------------------------------------------------------------------
     @property
@@ -254,17 +317,42 @@ class MappedFileQueue:
             last.end_offset if last is not None else start_offset - start_offset % self.file_size
         )
         mapped = self._take_preallocated(start) or self._create(start)
+        if last is not None and self._derived:
+            last.read_ahead(True)
         self.files.append(mapped)
         if self._allocator is not None:
             self._next = self._allocator.submit(self._create, start + self.file_size)
         return mapped
 
     def _create(self, start: int) -> MappedFile:
-        self.fs.make_dirs(self.directory)
+        durable = not self._derived
+        self.fs.make_dirs(self.directory, durable=durable)
         path = self.directory / offset_to_file_name(start)
-        mapped = MappedFile(path, self.file_size, create=True, fs=self.fs)
+        mapped = MappedFile(path, self.file_size, create=True, durable=durable, fs=self.fs)
+        if not durable:
+            mapped.read_ahead(False)
+            with self._names_lock:
+                self._unsynced.append(mapped)
         log.debug("created mapped file %s", path)
         return mapped
+
+    def distrust_loaded_files(self) -> None:
+        """After an unclean stop: counts every loaded file as created without a sync, so the
+        next `flush` makes its name, length and directories durable.
+
+        A file that a killed process created reaches the next start through the page cache,
+        its directory entry perhaps never written. Recovery trusts its entries, and the next
+        checkpoint vouches for them: a power loss after that must not take the file away.
+        """
+        with self._names_lock:
+            self._unsynced = [*self.files, *self._unsynced]  # a file twice is synced twice
+
+    def take_new_files(self) -> list[MappedFile]:
+        """The files created without a sync since the last call; the caller syncs them with
+        `sync_new_files` before it flushes their bytes."""
+        with self._names_lock:
+            created, self._unsynced = self._unsynced, []
+        return created
 
     def _take_preallocated(self, start: int) -> MappedFile | None:
         future, self._next = self._next, None
@@ -282,6 +370,7 @@ class MappedFileQueue:
 
     def flush(self) -> int:
         """Makes every written byte durable; returns the flushed logical offset. Blocking."""
+        sync_new_files(self.fs, self.take_new_files())
         # A snapshot: the event loop may append a file meanwhile; it is caught next time.
         pending = []
         for mapped in reversed(list(self.files)):
@@ -340,3 +429,19 @@ class MappedFileQueue:
             self._allocator.shutdown(wait=True)
         for mapped in self.files:
             mapped.close()
+
+
+def sync_new_files(fs: FileSystem, created: list[MappedFile]) -> None:
+    """Makes files created without a sync durable: their lengths, names and the directories
+    leading to them (a new queue's directory, and its topic's, may be new too). Blocking.
+
+    Each directory is synced once, after every file: one flush of thousands of new queues of a
+    topic syncs that topic's directory once, not once for each queue.
+    """
+    directories: dict[Path, None] = {}
+    for mapped in created:
+        mapped.sync_created()  # a file deleted since (truncation, expiry) is closed: skipped
+        queue = mapped.path.parent
+        directories.update(dict.fromkeys((queue, queue.parent, queue.parent.parent)))
+    for directory in directories:
+        fs.sync_directory(directory)

@@ -150,10 +150,17 @@ class MessageStore:
             dispatched = [q.max_physical_end for q in self.consume_queues.queues.values()]
             reput_from = min(max(dispatched, default=0), end)
         reput_from = max(reput_from, self.commit_log.min_offset)
-        self.index.truncate(reput_from if abnormal else end)
+        if abnormal:
+            # A power loss can tear the index's newest entries: it may need a few messages
+            # from before the safe point again.
+            reput_from = max(self.index.recover(reput_from), self.commit_log.min_offset)
+        else:
+            self.index.truncate(end)
         self.dispatcher.reput_offset = reput_from
         if abnormal:
             # Queue entries after the safe point may be torn or missing: rewrite them all.
+            # Queue files may be there only in the page cache: sync their names with them.
+            self.consume_queues.distrust_loaded_files()
             self.consume_queues.begin_repair()
         redispatched = self.dispatcher.dispatch_available(max_records=1 << 62)
         if abnormal:
@@ -245,7 +252,7 @@ class MessageStore:
         self.commit_log.close()
         self.consume_queues.close()
         self.index.close()
-        self.flushing.executor.shutdown(wait=True)
+        self.flushing.shutdown()
 
     def _flush_all(self) -> None:
         self.commit_log.files.flush()

@@ -96,7 +96,10 @@ def start_server_process(
             carries its log.
     """
     command = [*command_prefix, sys.executable, "-m", "pocketmq.cli.main", *args]
-    log_file = log_path.open("w")
+    # Both the child's stderr and the stdout copier append: a plain "w" descriptor keeps its
+    # own offset and would write its next log line over the copied ready line.
+    log_path.write_text("")
+    log_file = log_path.open("a")
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,

@@ -87,6 +87,7 @@ class SimulatedDisk:
         self._lose_power_at: int | None = None
         self._process_only = False
         self._crashed_root: _Directory | None = None
+        self._names_kept: bool | None = None
         self.calls = 0
         self.sync_delay_s = 0.0
         self.synced_paths: list[str] = []
@@ -99,10 +100,16 @@ class SimulatedDisk:
         self._lose_power_at = self.calls + call
         self._process_only = process_only
 
-    def power_loss(self) -> None:
-        """The power goes now: later calls raise EIO until `reboot`."""
+    def power_loss(self, *, unsynced_names_kept: bool | None = None) -> None:
+        """The power goes now: later calls raise EIO until `reboot`.
+
+        Args:
+            unsynced_names_kept: whether the directory changes made since each directory's
+                last sync survive: all (True), none (False), or a random prefix (None).
+        """
         with self._lock:
             if self._powered:
+                self._names_kept = unsynced_names_kept
                 self._crashed_root = self._crash_directory(self._root, {})
                 self._powered = False
 
@@ -129,7 +136,12 @@ class SimulatedDisk:
 
     def _crash_directory(self, directory: _Directory, done: dict[int, _Inode]) -> _Directory:
         entries = dict(directory.durable)
-        for name, node in directory.pending[: self.random.randint(0, len(directory.pending))]:
+        pending = directory.pending
+        if self._names_kept is None:
+            kept = self.random.randint(0, len(pending))
+        else:
+            kept = len(pending) if self._names_kept else 0
+        for name, node in pending[:kept]:
             if node is None:
                 entries.pop(name, None)
             else:
@@ -268,7 +280,7 @@ class SimulatedDisk:
             node = self._lookup(path)
             return sorted(node.entries) if isinstance(node, _Directory) else []
 
-    def make_dirs(self, path: Path) -> None:
+    def make_dirs(self, path: Path, *, durable: bool = True) -> None:
         with self._lock:
             node: _Inode | _Directory = self._root
             for part in self._parts(path):
@@ -279,8 +291,9 @@ class SimulatedDisk:
                     self._call("create", path)
                     child = _Directory()
                     node.put(part, child)
-                    node.durable = dict(node.entries)  # the real one syncs the parent
-                    node.pending.clear()
+                    if durable:
+                        node.durable = dict(node.entries)  # the real one syncs the parent
+                        node.pending.clear()
                 node = child
 
     def remove(self, path: Path) -> None:
@@ -386,6 +399,9 @@ class _SimulatedRegion:
         self._disk._sync(self._inode, self._path, self._epoch)
 
     def drop_pages(self, end: int) -> None:
+        pass
+
+    def read_ahead(self, enabled: bool) -> None:
         pass
 
     def close(self) -> None:

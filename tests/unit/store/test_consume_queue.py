@@ -5,7 +5,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from pocketmq.store.consume_queue import ConsumeQueue
+import pytest
+
+from pocketmq.store.consume_queue import ConsumeQueue, _written_length
 
 FILE_SIZE = 20 * 4  # four entries a file
 
@@ -100,3 +102,25 @@ def test_queue_starting_mid_stream(tmp_path: Path) -> None:
     queue = make_queue(tmp_path)
     queue.put(6, 6000, 10, 0)
     assert (queue.min_offset, queue.max_offset) == (6, 7)  # the blanks before 6 are not entries
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        [],
+        [(0, 1)],
+        [(5, 1)],
+        [(64 * 1024 - 1, 1)],
+        [(64 * 1024, 1)],
+        [(0, 20), (200_000, 20)],  # a gap of zeros wider than a chunk before the last entry
+        [(300_000 - 1, 1)],
+        [(0, 300_000)],
+    ],
+)
+def test_the_written_length_is_just_past_the_last_byte_that_is_not_zero(
+    written: list[tuple[int, int]],
+) -> None:
+    buffer = bytearray(300_000)
+    for start, size in written:
+        buffer[start : start + size] = b"\x07" * size
+    assert _written_length(buffer) == len(bytes(buffer).rstrip(b"\0"))

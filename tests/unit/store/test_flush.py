@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pocketmq.store.flush import FlushOutcome, GroupCommitFlusher
+from pocketmq.store.flush import FlushOutcome, FlushServices, GroupCommitFlusher
 
 
 class FakeLog:
@@ -110,3 +110,34 @@ def test_writers_past_a_truncated_end_are_not_durable() -> None:
             return outcome
 
     assert asyncio.run(run()) is FlushOutcome.FAILED
+
+
+def test_stop_returns_only_after_a_queue_flush_in_progress_ends() -> None:
+    """The queue flush runs on a thread of its own; a stop that cancelled it while it synced
+    must wait for it, or the store would close files under it."""
+    started, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+
+    def flush_derived() -> None:
+        started.set()
+        release.wait(10)
+        ended.append("queue flush")
+
+    async def scenario() -> None:
+        services = FlushServices(
+            sync_flush=False,
+            flush_commit_log=lambda: 0,
+            flush_derived=flush_derived,
+            wrote_offset=lambda: 0,
+            commit_log_interval_ms=3_600_000,
+            derived_interval_ms=1,
+            where="test",
+        )
+        services.start()
+        assert await asyncio.to_thread(started.wait, 10)
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        await services.stop()
+        assert ended == ["queue flush"]
+        services.shutdown()
+
+    asyncio.run(scenario())

@@ -1,0 +1,34 @@
+"""The machine's file system as the store uses it: mapped files and what they hold open."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, create_sized_file
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_a_mapped_file_holds_one_descriptor_and_syncs_what_was_written(tmp_path: Path) -> None:
+    # A broker maps one ConsumeQueue file per written queue: at two descriptors a file, a
+    # 10,000-queue topic would need 20,000 open files.
+    paths = [tmp_path / f"{n:020d}" for n in range(10)]
+    for path in paths:
+        create_sized_file(OS_FILE_SYSTEM, path, 4096)
+    before = open_descriptors()
+    regions = [OS_FILE_SYSTEM.map(path, 4096) for path in paths]
+    assert open_descriptors() - before == len(paths)
+    regions[0].buffer[0:5] = b"hello"
+    regions[0].sync()
+    assert paths[0].read_bytes()[:5] == b"hello"
+    for region in regions:
+        region.close()
+        region.close()
+        region.sync()  # after close: nothing to do, no error
+    assert open_descriptors() == before
