@@ -8,7 +8,7 @@ silently corrupting the neighbouring properties.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from pocketmq.common.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
@@ -48,3 +48,41 @@ def decode_properties(text: str) -> dict[str, str]:
         if sep and key and value:
             result[key] = value
     return result
+
+
+class LazyProperties(Mapping[str, str]):
+    """A properties string read as a mapping, decoded on first access.
+
+    A consumer gets one per message and its listener often reads no property at all: the text
+    is kept, and split only when a property is asked for. Equal to a dict of the same items.
+    """
+
+    __slots__ = ("_decoded", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._decoded: dict[str, str] | None = None
+
+    def _items(self) -> dict[str, str]:
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._decoded = decode_properties(self._text)
+        return decoded
+
+    def __getitem__(self, key: str) -> str:
+        return self._items()[key]
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self._items().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())

@@ -406,7 +406,8 @@ def _text(buf: ReadableBuffer, pos: int, n: int, what: str, at: int) -> str:
         raise MessageDecodeError(f"record at {at}: {what} is not UTF-8") from exc
 
 
-def _host_v4(raw: bytes) -> HostAddress:
+def host_v4(raw: bytes) -> HostAddress:
+    """An IPv4 host and port from their 8 stored bytes; the few hosts a store sees are kept."""
     host = _hosts_v4.get(raw)
     if host is None:
         if len(_hosts_v4) >= _HOSTS_KEPT:
@@ -475,9 +476,9 @@ def _decode_common(buf: ReadableBuffer, pos: int, check_crc: bool) -> StoredMess
         physical_offset=physical_offset,
         sys_flag=sys_flag,
         born_timestamp=born_timestamp,
-        born_host=_host_v4(born_host),
+        born_host=host_v4(born_host),
         store_timestamp=store_timestamp,
-        store_host=_host_v4(store_host),
+        store_host=host_v4(store_host),
         reconsume_times=reconsume_times,
         prepared_transaction_offset=prepared_offset,
         properties=decode_properties(properties),

@@ -17,9 +17,10 @@ from typing import Final
 
 from pocketmq.client.errors import ProtocolError, error_for_response
 from pocketmq.client.message import MessageExt, MessageQueue
+from pocketmq.client.pulled import decode_pulled
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import PROPERTY_TAGS
-from pocketmq.common.stored_message import MessageDecodeError, decode_records
+from pocketmq.common.stored_message import MessageDecodeError
 from pocketmq.common.subscription import SubscriptionData, is_tag_type
 from pocketmq.remoting.command import RemotingCommand
 
@@ -135,26 +136,22 @@ def read_pull_response(
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND and response.body:
         try:
-            records = decode_records(response.body, check_crc=False)
+            pulled = decode_pulled(response.body, queue)
         except MessageDecodeError as exc:
             raise ProtocolError(f"{what}: the broker sent bad messages: {exc}") from None
+        except zlib.error as exc:
+            raise ProtocolError(
+                f"{what}: a message is flagged compressed but is not zlib data: {exc}"
+            ) from None
         tags_wanted = (
             subscription.tags_set
             if is_tag_type(subscription.expression_type) and not subscription.takes_all
             else None
         )
-        for record in records:
-            if record.queue_offset < offset:
+        for message in pulled:
+            if message.queue_offset < offset:
                 continue
-            if tags_wanted is not None and record.properties.get(PROPERTY_TAGS) not in tags_wanted:
+            if tags_wanted is not None and message.properties.get(PROPERTY_TAGS) not in tags_wanted:
                 continue
-            try:
-                messages.append(
-                    MessageExt.from_stored(record, queue.broker_name, pulled_from=queue)
-                )
-            except zlib.error as exc:
-                raise ProtocolError(
-                    f"{what}: message at offset {record.queue_offset} is flagged compressed "
-                    f"but is not zlib data: {exc}"
-                ) from None
+            messages.append(message)
     return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)
