@@ -218,7 +218,8 @@ def benchmark_classpath() -> str:
     return f"{fetch_jars(BENCH_POM)}/*"
 
 
-async def _create_topic(namesrv: str, settings: BenchmarkSettings) -> None:
+async def create_topic(namesrv: str, settings: BenchmarkSettings) -> None:
+    """Creates the tools' topic on DefaultCluster and waits (10 s at most) for its route."""
     async with AdminClient([namesrv]) as admin:
         await admin.create_topic(
             TopicSettings(settings.topic, settings.queues, settings.queues),
@@ -278,7 +279,7 @@ def run_benchmark(
     """
     settings = settings or BenchmarkSettings()
     classpath = classpath or benchmark_classpath()
-    asyncio.run(_create_topic(namesrv, settings))
+    asyncio.run(create_topic(namesrv, settings))
     tools: list[BenchmarkTool] = []
     run = BenchmarkRun()
     try:

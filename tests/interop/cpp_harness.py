@@ -93,6 +93,7 @@ class Driver:
             cwd=log_dir,  # the C++ client writes its own log files next to it
         )
         self.lines: list[dict[str, Any]] = []
+        self.unparsed: list[str] = []
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -103,6 +104,9 @@ class Driver:
             try:
                 line = json.loads(raw)
             except ValueError:
+                # The C++ library may print a line of its own; a message line that fails to
+                # parse is a driver bug, and the report of a missing message shows it.
+                self.unparsed.append(raw.rstrip("\n")[:300])
                 continue
             with self._changed:
                 self.lines.append(line)
@@ -201,5 +205,6 @@ def wait_for_bodies(expected: set[str], timeout_s: float, *consumers: Driver) ->
     ]
     raise MessagesMissingError(
         f"{len(missing)} of {len(expected)} messages not received in {timeout_s} s: "
-        f"{missing[:20]}; per consumer, queue -> (first, last, count) offsets: {placement}"
+        f"{missing[:20]}; per consumer, queue -> (first, last, count) offsets: {placement}; "
+        f"output lines that were not JSON: {[c.unparsed[:5] for c in consumers]}"
     )

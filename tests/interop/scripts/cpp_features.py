@@ -14,22 +14,12 @@ Usage:
 Prints `{"started": true}` once ready and a summary line at the end.
 """
 
-import json
 import os
 import sys
-import threading
 import time
 
+from json_lines import emit
 from rocketmq.client import Message, Producer, PushConsumer
-
-PRINT_LOCK = threading.Lock()
-
-
-def emit(line):
-    """One JSON line; listener threads print at once, and a line must not be split."""
-    with PRINT_LOCK:
-        sys.stdout.write(json.dumps(line) + "\n")
-        sys.stdout.flush()
 
 
 def text(value):
@@ -44,7 +34,7 @@ def started_producer(group, namesrv):
     producer = Producer(group)
     producer.set_namesrv_addr(namesrv)
     producer.start()
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     return producer
 
 
@@ -61,9 +51,9 @@ def ordered(namesrv, topic, keys, per_key, pause_s):
                 time.sleep(pause_s)
             except Exception as error:
                 failed += 1
-                print(json.dumps({"error": str(error)}), flush=True)
+                emit({"error": str(error)})
     producer.shutdown()
-    print(json.dumps({"summary": True, "sent": keys * per_key - failed}), flush=True)
+    emit({"summary": True, "sent": keys * per_key - failed})
 
 
 def send(namesrv, topic, count, delay_level, tags, start):
@@ -79,9 +69,9 @@ def send(namesrv, topic, count, delay_level, tags, start):
         sent_at = time.time()
         result = producer.send_sync(message)
         line = {"msg_id": result.msg_id, "index": index, "tag": tag, "sent_at": sent_at}
-        print(json.dumps(line), flush=True)
+        emit(line)
     producer.shutdown()
-    print(json.dumps({"summary": True, "sent": count}), flush=True)
+    emit({"summary": True, "sent": count})
 
 
 def consume(namesrv, group, topic, expression, orderly, fail_times):
@@ -103,10 +93,10 @@ def consume(namesrv, group, topic, expression, orderly, fail_times):
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, expression)
     consumer.start()
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     sys.stdin.read()  # until the test closes it
     consumer.shutdown()
-    print(json.dumps({"summary": True}), flush=True)
+    emit({"summary": True})
 
 
 def main():

@@ -9,12 +9,12 @@ Usage:
 Prints `{"started": true}` once ready and a summary line at the end.
 """
 
-import json
 import os
 import sys
 import threading
 import time
 
+from json_lines import emit
 from rocketmq.client import Message, Producer, PushConsumer
 
 
@@ -36,13 +36,13 @@ def consume(namesrv, group, topic, expected, timeout, names):
         }
         with lock:
             count[0] += 1
-            print(json.dumps(line), flush=True)
+            emit(line)
 
     consumer = PushConsumer(group)
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, "*")
     consumer.start()
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     deadline = time.time() + timeout
@@ -52,14 +52,14 @@ def consume(namesrv, group, topic, expected, timeout, names):
                 break
         time.sleep(0.1)
     consumer.shutdown()
-    print(json.dumps({"summary": True, "received": count[0]}), flush=True)
+    emit({"summary": True, "received": count[0]})
 
 
 def batch(namesrv, topic, count):
     producer = Producer("PID_CPP_BATCH")
     producer.set_namesrv_addr(namesrv)
     producer.start()
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     messages = []
     for index in range(count):
         message = Message(topic)
@@ -70,7 +70,7 @@ def batch(namesrv, topic, count):
         messages.append(message)
     result = producer.send_batch(messages)
     producer.shutdown()
-    print(json.dumps({"summary": True, "status": int(result.status)}), flush=True)
+    emit({"summary": True, "status": int(result.status)})
 
 
 def main():

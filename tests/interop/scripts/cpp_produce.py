@@ -7,11 +7,11 @@ or SECONDS passed (for broker restarts under load).
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
+from json_lines import emit
 from rocketmq.client import Message, Producer
 
 
@@ -48,19 +48,14 @@ def main() -> int:
             try:
                 if oneway:
                     producer.send_oneway(message)
-                    print(json.dumps({"index": index, "oneway": True}), flush=True)
+                    emit({"index": index, "oneway": True})
                 else:
                     result = producer.send_sync(message)
-                    print(
-                        json.dumps(
-                            {"index": index, "status": int(result.status), "msg_id": result.msg_id}
-                        ),
-                        flush=True,
-                    )
+                    emit({"index": index, "status": int(result.status), "msg_id": result.msg_id})
                 sent += 1
             except Exception as exc:  # the C++ client raises on any send failure
                 failed += 1
-                print(json.dumps({"index": index, "error": str(exc)[:200]}), flush=True)
+                emit({"index": index, "error": str(exc)[:200]})
                 if not args.keep_going or time.time() > deadline:
                     raise
                 time.sleep(0.2)
@@ -68,10 +63,7 @@ def main() -> int:
     finally:
         producer.shutdown()
     elapsed = time.time() - started
-    print(
-        json.dumps({"summary": True, "sent": sent, "failed": failed, "seconds": elapsed}),
-        flush=True,
-    )
+    emit({"summary": True, "sent": sent, "failed": failed, "seconds": elapsed})
     return 0
 
 

@@ -4,10 +4,10 @@ Usage: cpp_pull_consume.py NAMESRV GROUP TOPIC; one JSON line per message, then 
 """
 
 import argparse
-import json
 import os
 import sys
 
+from json_lines import emit
 from rocketmq.client import PullConsumer
 
 
@@ -24,20 +24,17 @@ def main() -> int:
     try:
         for message in consumer.pull(args.topic):
             count += 1
-            print(
-                json.dumps(
-                    {
-                        "msg_id": message.id,
-                        "body": message.body.decode(),
-                        "queue_id": message.queue_id,
-                        "queue_offset": message.queue_offset,
-                    }
-                ),
-                flush=True,
+            emit(
+                {
+                    "msg_id": message.id,
+                    "body": message.body.decode(),
+                    "queue_id": message.queue_id,
+                    "queue_offset": message.queue_offset,
+                }
             )
     finally:
         consumer.shutdown()
-    print(json.dumps({"summary": True, "received": count}), flush=True)
+    emit({"summary": True, "received": count})
     return 0
 
 

@@ -9,12 +9,12 @@ after TIMEOUT seconds.
 """
 
 import argparse
-import json
 import os
 import sys
 import threading
 import time
 
+from json_lines import emit
 from rocketmq.client import MessageModel, PushConsumer
 
 
@@ -43,23 +43,21 @@ def main() -> int:
                 distinct.add(message.id)
                 last[0] = time.time()
             return
-        line = json.dumps(
-            {
-                "msg_id": message.id,
-                "body": message.body.decode(),
-                "keys": message.keys.decode() if isinstance(message.keys, bytes) else message.keys,
-                "tags": message.tags.decode() if isinstance(message.tags, bytes) else message.tags,
-                "queue_id": message.queue_id,
-                "queue_offset": message.queue_offset,
-                "index": message.get_property("index").decode()
-                if isinstance(message.get_property("index"), bytes)
-                else message.get_property("index"),
-            }
-        )
+        line = {
+            "msg_id": message.id,
+            "body": message.body.decode(),
+            "keys": message.keys.decode() if isinstance(message.keys, bytes) else message.keys,
+            "tags": message.tags.decode() if isinstance(message.tags, bytes) else message.tags,
+            "queue_id": message.queue_id,
+            "queue_offset": message.queue_offset,
+            "index": message.get_property("index").decode()
+            if isinstance(message.get_property("index"), bytes)
+            else message.get_property("index"),
+        }
         with lock:
             count[0] += 1
             distinct.add(message.id)
-            print(line, flush=True)
+        emit(line)
 
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, message_model=model)
@@ -71,7 +69,7 @@ def main() -> int:
     consumer.subscribe(args.topic, on_message, args.tags)
     consumer.start()
     started = time.time()
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     deadline = time.time() + args.timeout
@@ -83,7 +81,7 @@ def main() -> int:
     consumer.shutdown()
     seconds = (last[0] - started) if last[0] else None
     summary = {"summary": True, "received": count[0], "distinct": len(distinct), "seconds": seconds}
-    print(json.dumps(summary), flush=True)
+    emit(summary)
     return 0
 
 
