@@ -1,9 +1,12 @@
-"""pocketmq next to RabbitMQ, NATS JetStream and Redis Streams, same machine, same run.
+"""pocketmq next to Redis Streams, Kafka, Apache RocketMQ, NATS JetStream and RabbitMQ, same
+machine, same run.
 
-One command: `python benchmarks/peers/run.py` (or `make bench-peers`). Installs the servers from
-Debian's packages if missing, starts each on loopback with its data in a temporary directory,
-runs the same four workloads against each with its usual Python client (pocketmq's own, aio-pika,
-nats-py, redis-py with hiredis), stops what it started, and prints markdown tables (also
+One command: `python benchmarks/peers/run.py` (or `make bench-peers`). Installs Redis, NATS and
+RabbitMQ from Debian's packages if missing and Kafka's and RocketMQ's jars from Maven Central
+(cached under `~/.cache/pocketmq-reference/`), starts each on loopback with its data in a
+temporary directory, runs the same four workloads against each with its usual Python client
+(pocketmq's own, redis-py with hiredis, confluent-kafka, rocketmq-python-client through
+RocketMQ's proxy, nats-py, aio-pika), stops what it started, and prints markdown tables (also
 written to `--out`):
 
   (a) pipelined produce of `--messages` 1 KiB messages, up to 1,000 unacknowledged;
@@ -33,6 +36,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from kafka_peer import start_kafka  # noqa: E402
+from rocketmq_peer import start_rocketmq  # noqa: E402
 from servers import (  # noqa: E402
     Server,
     ensure_installed,
@@ -49,6 +54,8 @@ class Row:
     durability: str
     start: Callable[[Path], Server]
     variant: str = "classic"
+    max_messages: int | None = None
+    """A cap on `--messages` and `--sync-messages` for a client too slow for the full count."""
 
 
 ROWS = [
@@ -60,6 +67,13 @@ ROWS = [
     ),
     Row("redis", "AOF, appendfsync everysec", lambda w: start_redis(w, "everysec")),
     Row("redis", "AOF, appendfsync always", lambda w: start_redis(w, "always")),
+    Row("kafka", "acks=all, page cache (Kafka's default flush)", start_kafka),
+    Row(
+        "rocketmq",
+        "Apache RocketMQ 5.5.0, async flush, 5.x proxy and gRPC client",
+        start_rocketmq,
+        max_messages=20_000,
+    ),
     Row("nats", "JetStream, file storage", start_nats),
     Row("rabbitmq", "durable classic queue, persistent, confirms", start_rabbitmq, "classic"),
     Row("rabbitmq", "quorum queue, persistent, confirms", start_rabbitmq, "quorum"),
@@ -72,10 +86,12 @@ HEADER = "| system | durability | result | broker CPU s | client CPU s |"
 def run_workload(
     row: Row, server: Server, workload: str, tag: str, args: argparse.Namespace
 ) -> dict[str, Any]:
+    messages = args.sync_messages if workload == "sync" else args.messages
+    if row.max_messages is not None:
+        messages = min(messages, row.max_messages)
     command = [
         sys.executable, str(HERE / "workloads.py"), row.system, workload, server.address,
-        "--variant", row.variant, "--tag", tag, "--messages",
-        str(args.sync_messages if workload == "sync" else args.messages),
+        "--variant", row.variant, "--tag", tag, "--messages", str(messages),
         "--rate", str(args.rate), "--seconds", str(args.seconds),
     ]  # fmt: skip
     before = server.cpu_seconds()
@@ -139,11 +155,13 @@ def tables(results: dict[tuple[int, str], list[dict[str, Any]]], args: argparse.
                     cell += f" ({lost} not received in 10 s)" if lost else ""
             else:
                 cell = spread([r["msgs_per_s"] for r in runs], render)
+            count = args.sync_messages if workload == "sync" else args.messages
+            durability = row.durability
+            if workload != "e2e" and row.max_messages is not None and row.max_messages < count:
+                durability += f"; {row.max_messages:,} messages"
             broker = statistics.median(r["broker_cpu_s"] for r in runs)
             client = statistics.median(r["client_cpu_s"] for r in runs)
-            out.append(
-                f"| {row.system} | {row.durability} | {cell} | {broker:.1f} | {client:.1f} |"
-            )
+            out.append(f"| {row.system} | {durability} | {cell} | {broker:.1f} | {client:.1f} |")
         out.append("")
     return "\n".join(out)
 
@@ -155,7 +173,7 @@ def main() -> None:
     parser.add_argument("--sync-messages", type=int, default=5_000)
     parser.add_argument("--rate", type=float, default=5_000)
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--systems", default="pocketmq,redis,nats,rabbitmq")
+    parser.add_argument("--systems", default="pocketmq,redis,kafka,rocketmq,nats,rabbitmq")
     parser.add_argument("--workloads", default="produce,sync,drain,e2e")
     parser.add_argument("--out", type=Path, help="also write the tables here")
     args = parser.parse_args()

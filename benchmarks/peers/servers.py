@@ -113,6 +113,9 @@ def start_pocketmq(work: Path, flush: str) -> Server:
     process = subprocess.Popen(
         [sys.executable, "-m", "pocketmq.cli.main", "--log-level", "WARNING", "up",
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+         # Free ports for the proxy and metrics too: their fixed defaults (8081, 5557) may be
+         # held by the last round's server or anything else on the machine.
+         "--proxy-port", "0", "--metrics-port", "0",
          "--data-dir", str(work / "data"), "-c", str(config)],
         stdout=log, stderr=log,
     )  # fmt: skip

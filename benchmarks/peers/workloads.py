@@ -340,7 +340,29 @@ async def rabbitmq(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
         await connection.close()
 
 
-CLIENTS = {"pocketmq": pocketmq, "redis": redis, "nats": nats, "rabbitmq": rabbitmq}
+# -- peers whose server comes from Maven Central (their own modules) ---------------------------
+
+
+async def kafka(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
+    from kafka_peer import kafka as run
+
+    return await run(args, body)
+
+
+async def rocketmq(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
+    from rocketmq_peer import rocketmq as run
+
+    return await run(args, body)
+
+
+CLIENTS = {
+    "pocketmq": pocketmq,
+    "redis": redis,
+    "nats": nats,
+    "rabbitmq": rabbitmq,
+    "kafka": kafka,
+    "rocketmq": rocketmq,
+}
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ class Figure:
         )
 
 
-def make_messages(count: int, size: int) -> list[MessageToStore]:
+def make_messages(count: int, size: int, queues: int = QUEUES) -> list[MessageToStore]:
     body = os.urandom(size)
     return [
         MessageToStore(
@@ -61,7 +61,7 @@ def make_messages(count: int, size: int) -> list[MessageToStore]:
             properties=encode_properties(
                 {"TAGS": "TagA", "KEYS": f"key-{i}", "UNIQ_KEY": f"7F0000010001{i:020X}"}
             ),
-            queue_id=i % QUEUES,
+            queue_id=i % queues,
             born_timestamp=1_700_000_000_000,
             born_host=("127.0.0.1", 50000),
         )
@@ -94,10 +94,10 @@ async def append_single(store: MessageStore, messages: list[MessageToStore]) -> 
 
 async def append_batches(store: MessageStore, messages: list[MessageToStore], batch: int) -> int:
     # A batch goes to one queue, as a producer's batch does.
-    by_queue: list[list[MessageToStore]] = [[] for _ in range(QUEUES)]
+    by_queue: dict[int, list[MessageToStore]] = {}
     for message in messages:
-        by_queue[message.queue_id].append(message)
-    batches = [q[i : i + batch] for q in by_queue for i in range(0, len(q), batch)]
+        by_queue.setdefault(message.queue_id, []).append(message)
+    batches = [q[i : i + batch] for q in by_queue.values() for i in range(0, len(q), batch)]
     for chunk in batches:
         await store.put_messages(chunk)
     return len(messages)
@@ -119,9 +119,9 @@ async def append_concurrent(
     return per_writer * writers
 
 
-def read_all(store: MessageStore, batch: int = 32) -> int:
+def read_all(store: MessageStore, queues: int, batch: int = 32) -> int:
     count = 0
-    for queue_id in range(QUEUES):
+    for queue_id in range(queues):
         offset = 0
         while True:
             result = store.get_message(TOPIC, queue_id, offset, batch)
@@ -133,7 +133,7 @@ def read_all(store: MessageStore, batch: int = 32) -> int:
 
 
 async def run(args: argparse.Namespace) -> list[Figure]:
-    messages = make_messages(args.messages, args.size)
+    messages = make_messages(args.messages, args.size, args.queues)
     figures = []
 
     async def measure(
@@ -151,7 +151,7 @@ async def run(args: argparse.Namespace) -> list[Figure]:
             print(figures[-1].line(args.size), flush=True)
             if read_after:
                 start = time.perf_counter()
-                read = read_all(store)
+                read = read_all(store, args.queues)
                 figures.append(
                     Figure("read by queue, 32 per read", read, time.perf_counter() - start)
                 )
@@ -195,6 +195,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="messages per SYNC_FLUSH run (a quarter of it for the single writer)",
     )
     parser.add_argument("--size", type=int, default=1024, help="body size in bytes")
+    parser.add_argument(
+        "--queues", type=int, default=QUEUES, help="queues the messages go to, round robin"
+    )
     parser.add_argument("--dir", default=None, help="where the temporary stores go")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -204,7 +207,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     logging.getLogger("pocketmq.store").setLevel(logging.WARNING)
     print(
         f"store benchmark: {args.messages:,} messages of {args.size} bytes "
-        f"({args.sync_messages:,} under SYNC_FLUSH), {os.cpu_count()} cores",
+        f"({args.sync_messages:,} under SYNC_FLUSH) across {args.queues:,} queues, "
+        f"{os.cpu_count()} cores",
         flush=True,
     )
     figures = asyncio.run(run(args))

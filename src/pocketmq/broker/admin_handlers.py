@@ -10,6 +10,8 @@ bounds) are read as Python's int() reads them, as before.
 from __future__ import annotations
 
 import json
+import logging
+import resource
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -32,7 +34,11 @@ from pocketmq.remoting.transport import Channel, RequestHandler
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.message_store import MessageStore
 
+log = logging.getLogger(__name__)
+
 DEFAULT_QUERY_MAX_NUM: Final = 32
+FILES_PER_QUEUE: Final = 1
+"""Open files a written queue holds: its mapped ConsumeQueue file's (more once it rolls)."""
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 
 
@@ -45,6 +51,19 @@ def _int_field(ext_fields: Mapping[str, str], name: str, default: str) -> int:
 
 def _forced(ext_fields: Mapping[str, str]) -> bool:
     return ext_fields.get("force", "").strip().lower() == "true"
+
+
+def _warn_if_files_may_run_out(topics: TopicTable) -> None:
+    """Warns when the topics' queues, once written, would need more open files than the process
+    may hold: the broker would then fail to create a queue file in the middle of a put."""
+    queues = sum(max(c.read_queue_nums, c.write_queue_nums) for c in topics.topics.values())
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit:
+        log.warning(
+            "topics now have %d queues; written, they hold about %d open files, and this "
+            "process may open %d: raise it (ulimit -n) before they fill",
+            queues, queues * FILES_PER_QUEUE, limit,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +193,7 @@ class AdminHandlers:
             self._topics.update(config, self._clock.now_ms())
         except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        _warn_if_files_may_run_out(self._topics)
         self._on_topics_changed()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 

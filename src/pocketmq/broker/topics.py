@@ -40,6 +40,10 @@ BUILT_IN_TOPICS: Final = {
 }
 """The topics every broker creates at start, with their queue counts."""
 
+MAX_QUEUE_NUMS: Final = 65_536
+"""RocketMQ's broker takes any queue count; this bound only stops a typo (a million queues
+would mean a million files and a client route of that size). 20,000-queue topics fit."""
+
 
 class TopicFilterType(enum.Enum):
     SINGLE_TAG = "SINGLE_TAG"
@@ -64,8 +68,8 @@ class TopicConfig:
         if not 0 <= self.perm < 8:
             raise TopicError(f"perm {self.perm} is not in 0..7")
         for name, value in (("read", self.read_queue_nums), ("write", self.write_queue_nums)):
-            if not 0 < value <= 1024:
-                raise TopicError(f"{name} queue count {value} is not in 1..1024")
+            if not 0 < value <= MAX_QUEUE_NUMS:
+                raise TopicError(f"{name} queue count {value} is not in 1..{MAX_QUEUE_NUMS}")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -91,7 +91,7 @@ def _admin(store: MessageStore) -> AdminHandlers:
         ({}, "the custom field <topic> is null"),
         ({"topic": "T", "readQueueNums": "x"}, "invalid literal for int() with base 10: 'x'"),
         ({"topic": "T", "topicFilterType": "NONE"}, "'NONE' is not a valid TopicFilterType"),
-        ({"topic": "T", "readQueueNums": "0"}, "read queue count 0 is not in 1..1024"),
+        ({"topic": "T", "readQueueNums": "0"}, "read queue count 0 is not in 1..65536"),
     ],
 )
 def test_create_topic_answers_a_bad_header_invalid_parameter(

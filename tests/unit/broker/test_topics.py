@@ -76,6 +76,28 @@ def test_update_validates_and_bumps_data_version() -> None:
     assert not table.delete("T", NOW)
 
 
+def test_a_topic_takes_as_many_queues_as_rocketmq_users_make() -> None:
+    table = make_table()
+    table.update(TopicConfig("Wide", 20_000, 20_000), NOW)
+    with pytest.raises(TopicError, match=r"1\.\.65536"):
+        table.update(TopicConfig("Typo", 1_000_000, 8), NOW)
+
+
+def test_queues_that_would_exhaust_open_files_are_warned_of(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pocketmq.broker import admin_handlers
+
+    monkeypatch.setattr(admin_handlers.resource, "getrlimit", lambda _: (1024, 1024))
+    table = make_table()
+    table.update(TopicConfig("Fits", 256, 256), NOW)
+    admin_handlers._warn_if_files_may_run_out(table)
+    assert "ulimit" not in caplog.text
+    table.update(TopicConfig("Wide", 2_000, 2_000), NOW)
+    admin_handlers._warn_if_files_may_run_out(table)
+    assert "raise it (ulimit -n)" in caplog.text
+
+
 def test_snapshot_round_trips_in_rocketmq_shape() -> None:
     table = make_table()
     table.update(TopicConfig("T", 4, 2, order=True, attributes={"+message.type": "FIFO"}), NOW)
