@@ -17,6 +17,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pocketmq.testing import start_server_process
 
 PACKAGES = {"redis": "redis-server", "nats": "nats-server", "rabbitmq": "rabbitmq-server"}
 COMMANDS = {
@@ -78,7 +81,7 @@ class Server:
 
     name: str
     address: str
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    processes: list[subprocess.Popen[Any]] = field(default_factory=list)
     pids_for_cpu: list[int] = field(default_factory=list)
 
     def cpu_seconds(self) -> float:
@@ -108,21 +111,15 @@ class Server:
 def start_pocketmq(work: Path, flush: str) -> Server:
     config = work / "broker.properties"
     config.write_text(f"flushDiskType={flush}\n")
-    log = (work / "pocketmq.log").open("wb")
-    namesrv_port, broker_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pocketmq.cli.main", "--log-level", "WARNING", "up",
-         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-         # Free ports for the proxy and metrics too: their fixed defaults (8081, 5557) may be
-         # held by the last round's server or anything else on the machine.
-         "--proxy-port", "0", "--metrics-port", "0",
+    # Free ports chosen by the server itself (the ready line names them): ports probed here
+    # and passed in can be taken before the server binds them, its HA port (broker + 1) too.
+    up = start_server_process(
+        ["--log-level", "WARNING", "up", "--namesrv-port", "0", "--broker-port", "0",
          "--data-dir", str(work / "data"), "-c", str(config)],
-        stdout=log, stderr=log,
+        work / "pocketmq.log", timeout_s=60,
     )  # fmt: skip
-    wait_for_port(broker_port, 60, process)
-    wait_for_port(namesrv_port, 60, process)
-    time.sleep(0.5)  # the first registration
-    return Server("pocketmq", f"127.0.0.1:{namesrv_port}", [process], [process.pid])
+    # The broker registers with the NameServer before the ready line.
+    return Server("pocketmq", up.address, [up.process], [up.process.pid])
 
 
 def start_redis(work: Path, fsync: str) -> Server:
