@@ -192,16 +192,9 @@ class DiskStorage:
     def apply_snapshot(self, snapshot: Snapshot) -> None:
         self.sync()
         path = self.directory / "snapshot"
-        tmp = path.with_suffix(".tmp")
         header = struct.pack(">QQ", snapshot.index, snapshot.term)
         content = header + struct.pack(">I", _crc(header, snapshot.data)) + snapshot.data
-        # A fresh file, never one a power loss left under the temporary name: that name can
-        # still point at the file now called "snapshot", which truncating would empty.
-        if self._fs.exists(tmp):
-            self._fs.remove(tmp)
-        write_file_durably(self._fs, tmp, content)
-        self._fs.rename(tmp, path)
-        self._fs.sync_directory(self.directory)
+        self._replace_durably(path, content)
         holds = self._term_at(snapshot.index) == snapshot.term
         self._snapshot = snapshot
         if holds:
@@ -228,16 +221,30 @@ class DiskStorage:
         state = self._state
         body = struct.pack(">QQQQ", self._generation, state.term, state.vote, state.commit)
         slot = self._generation % 2
-        created = not self._fs.exists(self._state_path)
-        out = self._fs.open(self._state_path, create=True)
+        record = body + struct.pack(">I", _crc(body))
+        if not self._fs.exists(self._state_path):
+            # Whole or not at all: a name made durable before its first slot would, after a
+            # power loss, be a file of no valid slot, which load refuses.
+            self._replace_durably(self._state_path, bytes(slot * _STATE.size) + record)
+            return
+        out = self._fs.open(self._state_path)
         try:
-            out.pwrite(body + struct.pack(">I", _crc(body)), slot * _STATE.size)
-            if durable or created:
+            out.pwrite(record, slot * _STATE.size)
+            if durable:
                 out.sync()
         finally:
             out.close()
-        if created:
-            self._fs.sync_directory(self.directory)
+
+    def _replace_durably(self, path: Path, content: bytes) -> None:
+        """`path` holds `content` after a power loss, or what it held before."""
+        tmp = path.with_suffix(".tmp")
+        # A fresh file, never one a power loss left under the temporary name: that name can
+        # still point at the file now called `path`, which truncating would empty.
+        if self._fs.exists(tmp):
+            self._fs.remove(tmp)
+        write_file_durably(self._fs, tmp, content)
+        self._fs.rename(tmp, path)
+        self._fs.sync_directory(self.directory)
 
     def _term_at(self, index: int) -> int | None:
         position = index - self._first
