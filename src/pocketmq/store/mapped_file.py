@@ -368,6 +368,17 @@ class MappedFileQueue:
         mapped.destroy()
         return None
 
+    def _drop_preallocated(self) -> None:
+        """Deletes the file made ahead for the next start (the log now starts elsewhere)."""
+        future, self._next = self._next, None
+        if future is None:
+            return
+        try:
+            future.result().destroy()
+        except OSError as exc:
+            # Harmless: recovery deletes an empty file past the end of the log.
+            log.warning("could not drop the file made ahead for the next start: %s", exc)
+
     def flush(self) -> int:
         """Makes every written byte durable; returns the flushed logical offset. Blocking."""
         sync_new_files(self.fs, self.take_new_files())
@@ -399,8 +410,8 @@ class MappedFileQueue:
                 mapped.truncate_to(offset - mapped.file_from_offset)
             keep.append(mapped)
         self.files = keep
-        if not self.files and self._next is not None:
-            self._take_preallocated(-1)
+        if not self.files:
+            self._drop_preallocated()
         if deleted:
             self.fs.sync_directory(self.directory)
 
@@ -419,12 +430,7 @@ class MappedFileQueue:
         self.files.append(mapped)
 
     def close(self) -> None:
-        if self._next is not None:
-            try:
-                self._take_preallocated(-1)
-            except OSError as error:
-                # Harmless: recovery deletes an empty file past the end of the log.
-                log.warning("could not delete the preallocated file: %s", error)
+        self._drop_preallocated()
         if self._allocator is not None:
             self._allocator.shutdown(wait=True)
         for mapped in self.files:
