@@ -25,6 +25,8 @@ import json
 import struct
 from typing import Final, NoReturn
 
+import orjson
+
 from pocketmq.common.codes import LanguageCode, SerializeType
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import LocalProtocolError, RemoteProtocolError
@@ -170,7 +172,12 @@ def encode_json_header(command: RemotingCommand) -> bytes:
         header["remark"] = remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = command.version
-    return _utf8(_JSON_ENCODER.encode(header), "header")
+    try:
+        # orjson writes what the standard encoder below would (compact, UTF-8 kept, control
+        # characters escaped), about 15 times faster: every request and answer pays for it.
+        return orjson.dumps(header)
+    except orjson.JSONEncodeError:
+        return _utf8(_JSON_ENCODER.encode(header), "header")  # raises, naming the problem
 
 
 def _json_kind(value: object) -> str:
@@ -249,6 +256,44 @@ def _json_ext_fields(value: object) -> dict[str, str]:
     return ext_fields
 
 
+def _parse_usual_json(data: bytes) -> dict[str, object] | None:
+    """The header as an object, when it is the usual kind: valid JSON, an object, no number
+    with a fraction or exponent in a field or ext field. None for anything else, which
+    `_parse_any_json` reads as it must (numbers kept as their text) or names what is wrong."""
+    try:
+        parsed = orjson.loads(data)  # several times faster than `json`: every request pays
+    except orjson.JSONDecodeError:
+        return None
+    if type(parsed) is not dict:
+        return None
+    # orjson gives floats (huge integers too) where `_parse_any_json` keeps the literal text.
+    for value in parsed.values():
+        if type(value) is float:
+            return None
+    ext_fields = parsed.get("extFields")
+    if type(ext_fields) is dict:
+        for value in ext_fields.values():
+            if type(value) is float:
+                return None
+    return parsed
+
+
+def _parse_any_json(data: bytes) -> dict[str, object]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RemoteProtocolError(f"JSON header is not valid UTF-8: {error}") from None
+    try:
+        parsed: object = _JSON_DECODER.decode(text)
+    except RecursionError:
+        raise RemoteProtocolError("JSON header nests too deeply to parse") from None
+    except ValueError as error:  # JSONDecodeError, huge int literals, NaN/Infinity
+        raise RemoteProtocolError(f"JSON header does not parse: {error}") from None
+    if not isinstance(parsed, dict):
+        raise RemoteProtocolError(f"JSON header is a {_json_kind(parsed)}, expected an object")
+    return parsed
+
+
 def decode_json_header(data: bytes) -> RemotingCommand:
     """Decode a JSON header, tolerating what Java, C++ and Go peers send.
 
@@ -263,18 +308,9 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     Raises:
         RemoteProtocolError: Not UTF-8, not JSON, not an object, or a field of the wrong type.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise RemoteProtocolError(f"JSON header is not valid UTF-8: {error}") from None
-    try:
-        parsed: object = _JSON_DECODER.decode(text)
-    except RecursionError:
-        raise RemoteProtocolError("JSON header nests too deeply to parse") from None
-    except ValueError as error:  # JSONDecodeError, huge int literals, NaN/Infinity
-        raise RemoteProtocolError(f"JSON header does not parse: {error}") from None
-    if not isinstance(parsed, dict):
-        raise RemoteProtocolError(f"JSON header is a {_json_kind(parsed)}, expected an object")
+    parsed = _parse_usual_json(data)
+    if parsed is None:
+        parsed = _parse_any_json(data)
     remark = _json_scalar_text(parsed.get("remark"), "JSON header field 'remark'")
     return RemotingCommand(
         code=_json_int(parsed, "code"),

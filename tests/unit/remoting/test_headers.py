@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.common.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting import headers
 from pocketmq.remoting.command import FLAG_RESPONSE, RemotingCommand
 from pocketmq.remoting.errors import LocalProtocolError, RemoteProtocolError
 from pocketmq.remoting.headers import (
@@ -306,6 +307,84 @@ def test_json_decoder_raises_only_remote_protocol_error_on_arbitrary_json(
         except RemoteProtocolError:
             continue
         assert all(isinstance(item, str) for item in command.ext_fields.values())
+
+
+def decoded_by_the_standard_library(data: bytes) -> RemotingCommand | str:
+    """What `decode_json_header` gives when its orjson parse is not used (or the error)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(headers, "_parse_usual_json", lambda _data: None)
+        try:
+            return decode_json_header(data)
+        except RemoteProtocolError as error:
+            return f"error: {error}"
+
+
+def decoded(data: bytes) -> RemotingCommand | str:
+    try:
+        return decode_json_header(data)
+    except RemoteProtocolError as error:
+        return f"error: {error}"
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=1 << 62, max_value=1 << 70)
+    | st.floats()
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+JSON_KEYS = st.sampled_from(["code", "language", "remark", "extFields", "opaque", "flag", "x"])
+
+
+@given(JSON_VALUES, JSON_KEYS)
+def test_json_decoder_reads_any_json_as_the_standard_library_would(
+    value: object, key: str
+) -> None:
+    """The orjson fast path gives the same command or the same error as `json` alone."""
+    documents = (value, {key: value}, {"extFields": {"k": value}, "code": 310})
+    for document in documents:
+        data = json.dumps(document).encode()
+        assert decoded(data) == decoded_by_the_standard_library(data)
+
+
+@given(st.binary(max_size=120))
+def test_json_decoder_reads_any_bytes_as_the_standard_library_would(data: bytes) -> None:
+    assert decoded(data) == decoded_by_the_standard_library(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"code":310,"extFields":{"a":1.50,"b":"x"}}',
+        b'{"code":310,"remark":2e3}',
+        b'{"code":99999999999999999999999}',
+        b'{"code":1,"code":2}',
+        b'\xef\xbb\xbf{"code":1}',
+        b'{"code":1,"remark":"\\ud800"}',
+        b' {"code":1,"extFields":{"k":"v"}}\n',
+    ],
+)
+def test_json_decoder_edge_cases_match_the_standard_library(data: bytes) -> None:
+    assert decoded(data) == decoded_by_the_standard_library(data)
+
+
+@given(commands(SerializeType.JSON))
+def test_json_encoder_writes_the_bytes_the_standard_library_writes(
+    command: RemotingCommand,
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(headers.orjson, "dumps", _refuse)
+        expected = encode_json_header(command)
+    assert encode_json_header(command) == expected
+
+
+def _refuse(_value: object) -> bytes:
+    raise headers.orjson.JSONEncodeError("use the standard library")
 
 
 # -- binary layout (section 1.4) ---------------------------------------------------------------
