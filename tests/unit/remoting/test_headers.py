@@ -342,9 +342,7 @@ JSON_KEYS = st.sampled_from(["code", "language", "remark", "extFields", "opaque"
 
 
 @given(JSON_VALUES, JSON_KEYS)
-def test_json_decoder_reads_any_json_as_the_standard_library_would(
-    value: object, key: str
-) -> None:
+def test_json_decoder_reads_any_json_as_the_standard_library_would(value: object, key: str) -> None:
     """The orjson fast path gives the same command or the same error as `json` alone."""
     documents = (value, {key: value}, {"extFields": {"k": value}, "code": 310})
     for document in documents:
