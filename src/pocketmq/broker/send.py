@@ -53,7 +53,7 @@ from pocketmq.common.constants import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
 from pocketmq.common.message_id import offset_msg_ids
-from pocketmq.common.properties import decode_properties
+from pocketmq.common.properties import find_property
 from pocketmq.common.stored_message import HostAddress
 from pocketmq.common.topic_names import (
     OFFSET_MOVED_EVENT,
@@ -417,11 +417,9 @@ class SendHandler:
         }
         # Java reports the UNIQ_KEY of what it stored: the message's own, or for a batch the
         # batch header's (usually none, as producers set UNIQ_KEY per entry).
-        if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX in header.properties:
-            properties = decode_properties(header.properties)
-            uniq_key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uniq_key:
-                fields["transactionId"] = uniq_key
+        uniq_key = find_property(header.properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq_key:
+            fields["transactionId"] = uniq_key
         timer = self.put_path.settings.timer
         if timer is not None and not header.batch:
             handle = recall_handle(put.messages[0], timer.broker_name)  # timer messages only

@@ -50,6 +50,22 @@ def decode_properties(text: str) -> dict[str, str]:
     return result
 
 
+def find_property(text: str, name: str) -> str | None:
+    """`decode_properties(text).get(name)` without decoding the rest: a match must start a
+    segment, an empty value counts as absent, and of repeated keys the last one wins."""
+    needle = name + NAME_VALUE_SEPARATOR
+    i = text.rfind(needle)
+    while i != -1:
+        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
+            start = i + len(needle)
+            end = text.find(PROPERTY_SEPARATOR, start)
+            value = text[start:] if end == -1 else text[start:end]
+            if value:
+                return value
+        i = text.rfind(needle, 0, i)
+    return None
+
+
 class LazyProperties(Mapping[str, str]):
     """A properties string read as a mapping, decoded on first access.
 

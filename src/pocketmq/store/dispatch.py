@@ -22,7 +22,6 @@ from pocketmq.common import stored_layout as layout
 from pocketmq.common.constants import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
-    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -33,7 +32,7 @@ from pocketmq.common.constants import (
     TRANSACTION_TYPE_MASK,
 )
 from pocketmq.common.java_hash import tags_code
-from pocketmq.common.properties import decode_properties
+from pocketmq.common.properties import decode_properties, find_property
 from pocketmq.common.stored_layout import (
     PROPERTIES_LENGTH_SIZE,
     TOPIC_LENGTH_SIZE_V1,
@@ -122,23 +121,6 @@ def with_deliver_timestamp(request: DispatchRequest, delays_ms: Sequence[int]) -
 
 class RecordEnd(Exception):
     """No record starts here: the zeroed space after the last record."""
-
-
-def find_property(text: str, name: str) -> str | None:
-    """One property's value from an encoded properties string, without decoding it all.
-
-    Agrees with `decode_properties`: a match must start a segment, and empty values are absent.
-    """
-    needle = name + NAME_VALUE_SEPARATOR
-    i = text.find(needle)
-    while i != -1:
-        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
-            start = i + len(needle)
-            end = text.find(PROPERTY_SEPARATOR, start)
-            value = text[start:] if end == -1 else text[start:end]
-            return value or None
-        i = text.find(needle, i + 1)
-    return None
 
 
 def parse_dispatch(

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pocketmq.common.properties import PropertyError, decode_properties, encode_properties
+from pocketmq.common.properties import (
+    PropertyError,
+    decode_properties,
+    encode_properties,
+    find_property,
+)
 
 VALID_TEXT = st.text(st.characters(exclude_characters="\x01\x02"), min_size=1, max_size=20)
 VALID_MAPS = st.dictionaries(VALID_TEXT, VALID_TEXT, max_size=10)
@@ -105,3 +110,12 @@ def test_whatever_decodes_encodes_again_to_the_same_properties(text: str) -> Non
     # A value may keep a \x01 (Java splits at the first one), which encoding refuses.
     clean = {key: value for key, value in decoded.items() if "\x01" not in value}
     assert decode_properties(encode_properties(clean)) == clean
+
+
+PIECES = st.sampled_from(["KEYS", "K", "a", "b", "\x01", "\x02", "KEYS\x01", "\x02KEYS\x01"])
+
+
+@given(st.lists(PIECES, max_size=12).map("".join), st.sampled_from(["KEYS", "K", "a", "EYS"]))
+def test_find_property_reads_one_value_as_decoding_them_all_would(text: str, name: str) -> None:
+    """Segments malformed, repeated, empty or with separators inside values included."""
+    assert find_property(text, name) == decode_properties(text).get(name)
