@@ -102,6 +102,15 @@ def kafka_jars() -> Path:
     return lib
 
 
+def _cluster_id() -> str:
+    """A random UUID in Kafka's URL-safe base64, as `random-uuid` prints it: never starting
+    with "-", which StorageTool's argument parser would take for an option (1 id in 64)."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster.startswith("-"):
+            return cluster
+
+
 def start_kafka(work: Path) -> Server:
     """One combined broker and controller (KRaft, a static one-voter quorum) on loopback."""
     classpath = f"{kafka_jars()}/*"
@@ -138,8 +147,7 @@ def start_kafka(work: Path) -> Server:
     )
     (work / "log4j2.properties").write_text(LOG4J2.format(log=work / "kafka.log"))
     java = ["java", *JVM, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}"]
-    # A cluster id is a random UUID in Kafka's URL-safe base64 (what `random-uuid` prints).
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster = _cluster_id()
     out = (work / "kafka.out").open("wb")
     subprocess.run(
         [*java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster,
