@@ -65,6 +65,12 @@ class MappedRegion(Protocol):
         """Whether a page fault reads the pages around it in (the default) or only its own."""
         ...
 
+    def warm(self, start: int, end: int) -> None:
+        """Brings the file's pages in [start, end) into the page cache by reading them, so a
+        write through `buffer` there finds its page made. Only reads: safe beside writers.
+        Blocking (call it from a thread); errors are ignored (it only saves time)."""
+        ...
+
     def close(self) -> None:
         """Unmaps (when no view is left) and closes; idempotent."""
         ...
@@ -190,6 +196,23 @@ class OsMappedRegion:
         # queue's first entry. Files appended to in small pieces turn it off while written.
         if not self._closed and hasattr(mmap, "MADV_RANDOM") and isinstance(self.buffer, mmap.mmap):
             self.buffer.madvise(mmap.MADV_NORMAL if enabled else mmap.MADV_RANDOM)
+
+    def warm(self, start: int, end: int) -> None:
+        # A first write to a page of a new (sparse) file costs a fault that makes the page:
+        # 1-2 us a 1 KiB message on the event loop. Read in beforehand (the kernel's read-ahead,
+        # one call, no copy), the page is only mapped (0.4 us). Reading never changes the file.
+        if not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
+        except OSError as exc:
+            log.debug("reading %s ahead of its writer failed: %s", self.path, exc)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         if self._closed:

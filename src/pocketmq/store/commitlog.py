@@ -221,12 +221,13 @@ class CommitLog:
         """The last file if `size` bytes plus the minimal filler fit, else the next one."""
         mapped = self.files.last_file_for_write()
         free = mapped.free_bytes
-        if size + END_FILE_MIN_BLANK_LENGTH <= free:
-            return mapped
-        # RocketMQ's END_OF_FILE: fill the rest with a blank record and move on.
-        encode_blank(mapped.buffer, mapped.wrote_position, free)
-        mapped.wrote_position = mapped.file_size
-        return self.files.last_file_for_write()
+        if size + END_FILE_MIN_BLANK_LENGTH > free:
+            # RocketMQ's END_OF_FILE: fill the rest with a blank record and move on.
+            encode_blank(mapped.buffer, mapped.wrote_position, free)
+            mapped.wrote_position = mapped.file_size
+            mapped = self.files.last_file_for_write()
+        self.files.warm_ahead(mapped)
+        return mapped
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> None:
         """Appends bytes that another replica encoded, at exactly `offset`.

@@ -32,6 +32,8 @@ from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized
 log = logging.getLogger(__name__)
 
 _NAME_DIGITS = 20
+WARM_AHEAD_BYTES = 16 << 20
+"""How far ahead of its writer the CommitLog's pages are read in (`MappedFileQueue.warm_ahead`)."""
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -160,6 +162,11 @@ class MappedFile:
         if not self._closed:
             self._region.read_ahead(enabled)
 
+    def warm(self, start: int, end: int) -> None:
+        """See `MappedRegion.warm`."""
+        if not self._closed:
+            self._region.warm(start, end)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -209,6 +216,11 @@ class MappedFileQueue:
         self.file_size = file_size
         self.files: list[MappedFile] = []
         self._allocator = ThreadPoolExecutor(1, "pocketmq-alloc") if preallocate else None
+        # The log written in large appends (the CommitLog) reads its pages in ahead of them.
+        warms = preallocate and not derived
+        self._warmer = ThreadPoolExecutor(1, "pocketmq-warm") if warms else None
+        self._warming: MappedFile | None = None
+        self._warmed_to = 0
         self._next: Future[MappedFile] | None = None
         self._derived = derived
         # Files created without a sync, oldest first; taken by the flush thread.
@@ -324,6 +336,24 @@ class MappedFileQueue:
             self._next = self._allocator.submit(self._create, start + self.file_size)
         return mapped
 
+    def warm_ahead(self, mapped: MappedFile) -> None:
+        """Keeps `WARM_AHEAD_BYTES` after `mapped`'s write position in the page cache, read in
+        on a thread (`MappedRegion.warm`), so appends do not stop on page faults."""
+        if self._warmer is None:
+            return
+        position = mapped.wrote_position
+        if mapped is self._warming:
+            if position + WARM_AHEAD_BYTES // 2 < self._warmed_to:
+                return  # the common case: far enough ahead
+            start = max(position, self._warmed_to)
+        else:
+            start = position
+        end = min(mapped.file_size, position + WARM_AHEAD_BYTES)
+        if start >= end:
+            return
+        self._warming, self._warmed_to = mapped, end
+        self._warmer.submit(mapped.warm, start, end)
+
     def _create(self, start: int) -> MappedFile:
         durable = not self._derived
         self.fs.make_dirs(self.directory, durable=durable)
@@ -433,6 +463,9 @@ class MappedFileQueue:
         self._drop_preallocated()
         if self._allocator is not None:
             self._allocator.shutdown(wait=True)
+        if self._warmer is not None:
+            self._warmer.shutdown(wait=True, cancel_futures=True)
+        self._warming = None
         for mapped in self.files:
             mapped.close()
 

@@ -92,6 +92,8 @@ class SimulatedDisk:
         self.sync_delay_s = 0.0
         self.synced_paths: list[str] = []
         """Every path synced, in order (what a test checks a flush touched)."""
+        self.warmed: list[tuple[Path, int, int]] = []
+        """Every (path, start, end) read in ahead of a writer (`MappedRegion.warm`)."""
 
     # -- power ----------------------------------------------------------------------------
     def lose_power_at(self, call: int, *, process_only: bool = False) -> None:
@@ -403,6 +405,9 @@ class _SimulatedRegion:
 
     def read_ahead(self, enabled: bool) -> None:
         pass
+
+    def warm(self, start: int, end: int) -> None:
+        self._disk.warmed.append((self._path, start, end))
 
     def close(self) -> None:
         pass

@@ -32,3 +32,20 @@ def test_a_mapped_file_holds_one_descriptor_and_syncs_what_was_written(tmp_path:
         region.close()
         region.sync()  # after close: nothing to do, no error
     assert open_descriptors() == before
+
+
+def test_reading_a_file_in_ahead_keeps_its_bytes_and_survives_its_deletion(tmp_path: Path) -> None:
+    path = tmp_path / f"{0:020d}"
+    create_sized_file(OS_FILE_SYSTEM, path, 1 << 20)
+    region = OS_FILE_SYSTEM.map(path, 1 << 20)
+    region.buffer[100:105] = b"hello"
+    region.warm(0, 1 << 20)  # written and unwritten pages alike
+    region.buffer[4096:4101] = b"world"
+    region.sync()
+    data = path.read_bytes()
+    assert data[100:105] == b"hello"
+    assert data[4096:4101] == b"world"
+    assert data.count(0) == (1 << 20) - 10
+    path.unlink()
+    region.warm(0, 1 << 20)  # a file deleted meanwhile (retention): nothing to read, no error
+    region.close()

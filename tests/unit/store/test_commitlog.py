@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,10 @@ import pytest
 from pocketmq.common.constants import BLANK_MAGIC_CODE
 from pocketmq.common.stored_message import decode_record, peek_size_and_magic
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.store import mapped_file
 from pocketmq.store.api import PutStatus
 from pocketmq.store.commitlog import CommitLog
+from pocketmq.testing.simulated_disk import SimulatedDisk
 from tests.unit.store.conftest import message
 
 FILE_SIZE = 4096
@@ -141,3 +144,36 @@ def test_empty_batch_is_refused(tmp_path: Path, clock: ManualClock) -> None:
     commit_log = make_log(tmp_path, clock)
     assert commit_log.append([]).status is PutStatus.MESSAGE_ILLEGAL
     assert commit_log.max_offset == 0
+
+
+def test_the_pages_ahead_of_the_writer_are_read_in_and_the_next_file_from_its_start(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends never wait on a page fault that makes a page: the pages after the write
+    position are read in ahead (on a thread), half a window before the writer needs them."""
+    monkeypatch.setattr(mapped_file, "WARM_AHEAD_BYTES", 2048)
+    disk = SimulatedDisk()
+    commit_log = CommitLog(
+        Path("/store/commitlog"),
+        file_size=FILE_SIZE,
+        clock=clock,
+        store_host=("192.168.0.9", 10911),
+        max_message_size=1024,
+        preallocate=True,
+        fs=disk,
+    )
+    commit_log.files.load()
+    for _ in range(16):  # records of about 300 bytes: the log rolls into its second file
+        assert commit_log.append([message(body=b"x" * 200)]).ok
+    commit_log.files.close()  # waits for the reads in flight
+    by_file: dict[str, list[tuple[int, int]]] = {}
+    for path, start, end in disk.warmed:
+        by_file.setdefault(path.name, []).append((start, end))
+    assert sorted(by_file) == ["00000000000000000000", "00000000000000004096"]
+    for ranges in by_file.values():
+        assert ranges[0][0] == 0, "a file is read in from where its writer starts"
+        for (_, end), (start, _) in itertools.pairwise(ranges):
+            assert start == end, "each read continues the last: nothing twice, no gap"
+        assert all(0 <= s < e <= FILE_SIZE for s, e in ranges)
+    first = by_file["00000000000000000000"]
+    assert first[-1][1] == FILE_SIZE, "read in up to the end of the file the writer filled"
