@@ -465,6 +465,7 @@ class MappedFileQueue:
             self._allocator.shutdown(wait=True)
         if self._warmer is not None:
             self._warmer.shutdown(wait=True, cancel_futures=True)
+            self._warmer = None  # an append after close reads nothing in ahead
         self._warming = None
         for mapped in self.files:
             mapped.close()
