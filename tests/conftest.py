@@ -6,12 +6,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from pocketmq.testing import ServerProcess, start_server_process
 from pocketmq.testing.plugin import print_log_if_failed
 from tests.integration.replication import BrokerGroup
 
 pytest_plugins = ["pytester"]  # the testing plugin's own tests run pytest on example suites
+
+# The properties check results, not speed: on a busy two-core machine one example can take
+# longer than hypothesis's default 200 ms deadline, which would fail a correct test.
+settings.register_profile("pocketmq", deadline=None)
+settings.load_profile("pocketmq")
 
 
 @pytest.fixture
