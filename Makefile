@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 # The proxy's gRPC stubs are generated from these when the package is installed (setup.py).
 PROTOS := $(wildcard src/pocketmq/proxy/protos/apache/rocketmq/v2/*.proto)
+# The kernels setup.py compiles with mypyc: an edit must rebuild them, or the stale build runs.
+KERNELS := src/pocketmq/common/hash_kernel.py
 
 .PHONY: run test test-all check fmt lint bench bench-peers clean java
 
@@ -14,12 +16,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS)
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS) $(KERNELS)
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP) $(RUN_STAMP)
 
 # The full install is a superset, so after `make test` this one has nothing to do.
-$(RUN_STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS)
+$(RUN_STAMP): $(BIN)/python pyproject.toml setup.py $(PROTOS) $(KERNELS)
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUN_STAMP)
 
@@ -58,3 +60,4 @@ bench-peers: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache
+	find src -name "*.so" -delete

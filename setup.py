@@ -1,12 +1,19 @@
 """pocketmq's build: setuptools, plus the proxy's gRPC stubs generated from the protos it
 ships (`src/pocketmq/proxy/protos`, apache/rocketmq-apis), for wheels and editable installs
-alike. The stubs are not kept in the repository."""
+alike. The stubs are not kept in the repository.
+
+Where it can, the build also compiles the small kernels written for mypyc (`KERNELS`). Each is
+an optional extension: without a C compiler, or with `POCKETMQ_PURE_PYTHON` set, the install
+goes on and the package runs the same code interpreted."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -59,4 +66,24 @@ class BuildWithStubs(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithStubs})
+# Relative to this file, as mypyc names each module after its path under `src`.
+KERNELS = ["src/pocketmq/common/hash_kernel.py"]
+
+
+def compiled_kernels() -> list[Any]:
+    """The kernels as optional C extensions, or none when mypyc is missing or not wanted."""
+    if os.environ.get("POCKETMQ_PURE_PYTHON"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        sys.stderr.write("pocketmq: mypyc is not installed; the kernels stay interpreted\n")
+        return []
+    extensions = mypycify(KERNELS, opt_level="3")
+    for extension in extensions:
+        # A failed compile (no C compiler) leaves the interpreted module in place.
+        extension.optional = True
+    return list(extensions)
+
+
+setup(cmdclass={"build_py": BuildWithStubs}, ext_modules=compiled_kernels())

@@ -2,13 +2,28 @@
 
 `h = 31*h + c` over UTF-16 code units with 32-bit wrap-around. The ConsumeQueue stores the tag
 hash, and brokers and clients must agree on it, so this must match Java exactly.
+
+Two implementations give the same answers: `hash_kernel`'s loop where the build compiled it
+(`KERNEL_COMPILED`), and an interpreted sum of products otherwise, or when the environment sets
+`POCKETMQ_PURE_PYTHON` (the same checkout can then measure or test either).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from functools import lru_cache
+from importlib.machinery import ExtensionFileLoader
 from operator import mul
 from typing import Final
+
+from pocketmq.common import hash_kernel
+
+PURE_PYTHON_ENV: Final = "POCKETMQ_PURE_PYTHON"
+KERNEL_COMPILED: Final = isinstance(
+    getattr(hash_kernel, "__loader__", None), ExtensionFileLoader
+) and not os.environ.get(PURE_PYTHON_ENV)
+"""Whether the hashes run in `hash_kernel` compiled by mypyc."""
 
 _MASK: Final = 0xFFFFFFFF
 _POWERS_LEN: Final = 256
@@ -41,7 +56,7 @@ def _signed(h: int) -> int:
 
 def java_string_hash(text: str) -> int:
     """Returns Java's `text.hashCode()` as a signed 32-bit int."""
-    return _signed(_unsigned_hash(text)[0])
+    return _signed(hash_from(0, text))
 
 
 @lru_cache(maxsize=4096)
@@ -53,16 +68,40 @@ def tags_code(tags: str) -> int:
     return java_string_hash(tags) if tags else 0
 
 
-def java_string_hash_concat_unsigned(prefix_hash: int, suffix: str) -> int:
-    """Java's `(prefix + suffix).hashCode()` as an unsigned 32-bit int, from the prefix's
-    hash, hashing only `suffix`.
+def pure_hash_from(start: int, text: str) -> int:
+    """`hash_kernel.hash_from`, interpreted: Java's `(s + text).hashCode()` as an unsigned
+    32-bit int from the hash of `s`, hashing only `text`.
 
     `hash(a + b) = hash(a) * 31**len(b) + hash(b)` (mod 2**32, len in UTF-16 units), so a
     prefix shared by many keys (the `topic#` of index keys) is hashed once.
     """
-    h, units = _unsigned_hash(suffix)
+    h, units = _unsigned_hash(text)
+    if not start:
+        return h
     power = _POWERS[units] if units < _POWERS_LEN else pow(31, units, 1 << 32)
-    return (prefix_hash * power + h) & _MASK
+    return (start * power + h) & _MASK
+
+
+def pure_index_hash(prefix_hash: int, key: str) -> int:
+    """`hash_kernel.index_hash`, interpreted: |hash(prefix + key)| with Integer.MIN_VALUE as 0."""
+    h = pure_hash_from(prefix_hash, key)
+    if h < 0x80000000:
+        return h
+    return 0 if h == 0x80000000 else 0x100000000 - h
+
+
+hash_from: Final[Callable[[int, str], int]] = (
+    hash_kernel.hash_from if KERNEL_COMPILED else pure_hash_from
+)
+index_hash: Final[Callable[[int, str], int]] = (
+    hash_kernel.index_hash if KERNEL_COMPILED else pure_index_hash
+)
+
+
+def java_string_hash_concat_unsigned(prefix_hash: int, suffix: str) -> int:
+    """Java's `(prefix + suffix).hashCode()` as an unsigned 32-bit int, from the prefix's
+    hash (signed or unsigned), hashing only `suffix`."""
+    return hash_from(prefix_hash & _MASK, suffix)
 
 
 def java_string_hash_concat(prefix_hash: int, suffix: str) -> int:

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat_unsigned
+from pocketmq.common.java_hash import index_hash, java_string_hash
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
 
 HEADER_SIZE: Final = 40
@@ -62,14 +62,9 @@ def key_hash(key: str) -> int:
     return abs_hash(java_string_hash(key))
 
 
-def index_key_hash(prefix_hash: int, key: str) -> int:
-    """`key_hash(prefix + key)` from `java_string_hash(prefix)`: the dispatcher's hot path,
-    where the prefix is a message's `topic#`."""
-    h = java_string_hash_concat_unsigned(prefix_hash, key)
-    # |h| of the signed int h stands for, with Integer.MIN_VALUE mapped to 0 (`abs_hash`).
-    if h < 0x80000000:
-        return h
-    return 0 if h == 0x80000000 else 0x100000000 - h
+index_key_hash: Final = index_hash
+"""`key_hash(prefix + key)` from `java_string_hash(prefix)`: the dispatcher's hot path, where the
+prefix is a message's `topic#` (compiled where the build could, `java_hash`)."""
 
 
 def abs_hash(h: int) -> int:

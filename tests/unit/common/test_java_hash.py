@@ -1,16 +1,34 @@
 """Java's `String.hashCode` as RocketMQ's tag codes and index keys need it.
 
 Known values were printed by a JVM (`"...".hashCode()`); the property tests compare with the
-definition, `h = 31*h + c` over UTF-16 code units with 32-bit wrap-around.
+definition, `h = 31*h + c` over UTF-16 code units with 32-bit wrap-around. Every implementation
+is held to them: the interpreted sum of products, `hash_kernel` as imported (compiled where
+the build could) and `hash_kernel`'s source run by the interpreter.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pocketmq.common.java_hash import java_string_hash, java_string_hash_concat, tags_code
+from pocketmq.common import hash_kernel
+from pocketmq.common.java_hash import (
+    KERNEL_COMPILED,
+    PURE_PYTHON_ENV,
+    java_string_hash,
+    java_string_hash_concat,
+    pure_hash_from,
+    pure_index_hash,
+    tags_code,
+)
 from pocketmq.store.index_file import index_key_hash, key_hash
 
 # 300 chars cycling through a..z: longer than the 256 precomputed powers.
@@ -31,24 +49,88 @@ def naive_java_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("TagA", 2598919),
-        ("", 0),
-        ("hello", 99162322),
-        ("Aa", 2112),
-        ("BB", 2112),
-        ("polygenelubricants", -(2**31)),
-        ("TopicTest#key-1", 204089217),
-        ("café", 3045921),
-        ("中文", 646394),
-        ("\U0001f600", 1772899),  # "😀": the surrogate pair D83D DE00
-        ("\ud800", 55296),  # a lone surrogate hashes as its code unit
-        (ALPHABET_300, -2071830186),
-        (RETRY_KEY_295, 1152663845),
-    ],
-)
+JVM_VALUES = [
+    ("TagA", 2598919),
+    ("", 0),
+    ("hello", 99162322),
+    ("Aa", 2112),
+    ("BB", 2112),
+    ("polygenelubricants", -(2**31)),
+    ("TopicTest#key-1", 204089217),
+    ("café", 3045921),
+    ("中文", 646394),
+    ("\U0001f600", 1772899),  # "😀": the surrogate pair D83D DE00
+    ("\ud800", 55296),  # a lone surrogate hashes as its code unit
+    (ALPHABET_300, -2071830186),
+    (RETRY_KEY_295, 1152663845),
+]
+
+
+def _kernel_source_interpreted() -> ModuleType:
+    """`hash_kernel` loaded from its source, whether or not the build compiled it."""
+    assert hash_kernel.__file__ is not None
+    source = Path(hash_kernel.__file__).with_name("hash_kernel.py")
+    spec = importlib.util.spec_from_file_location("hash_kernel_interpreted", source)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_INTERPRETED = _kernel_source_interpreted()
+# name -> (hash_from, index_hash): (unsigned hash of s + text from that of s, |hash| for index)
+IMPLEMENTATIONS: dict[str, tuple[Callable[[int, str], int], Callable[[int, str], int]]] = {
+    "sum of products": (pure_hash_from, pure_index_hash),
+    "kernel as imported": (hash_kernel.hash_from, hash_kernel.index_hash),
+    "kernel interpreted": (_INTERPRETED.hash_from, _INTERPRETED.index_hash),
+}
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+def test_every_implementation_gives_the_jvm_values(name: str) -> None:
+    hash_from, index_hash = IMPLEMENTATIONS[name]
+    for text, expected in JVM_VALUES:
+        assert _signed(hash_from(0, text)) == expected, text
+        assert index_hash(0, text) == key_hash(text), text
+    prefix = java_string_hash("TopicTest#")
+    assert _signed(hash_from(prefix, "key-1")) == 204089217
+    assert _signed(hash_from(prefix & 0xFFFFFFFF, "key-1")) == 204089217
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**31), 2**32 - 1), JAVA_STRINGS)
+def test_every_implementation_continues_a_hash_as_the_loop_does(start: int, text: str) -> None:
+    raw = text.encode("utf-16-be", "surrogatepass")
+    expected = start & 0xFFFFFFFF
+    for i in range(0, len(raw), 2):
+        expected = (31 * expected + int.from_bytes(raw[i : i + 2], "big")) & 0xFFFFFFFF
+    magnitude = _signed(expected)
+    expected_index = 0 if magnitude == -(2**31) else abs(magnitude)
+    for name, (hash_from, index_hash) in IMPLEMENTATIONS.items():
+        assert hash_from(start, text) == expected, name
+        assert index_hash(start, text) == expected_index, name
+
+
+def test_the_build_compiled_the_kernel_where_it_could() -> None:
+    """`make test` installs with a C compiler at hand: the hot paths must run compiled there,
+    or a build that silently stopped compiling would go unnoticed."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        pytest.skip(f"{PURE_PYTHON_ENV} asks for the interpreted hashes")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the kernel stays interpreted")
+    assert KERNEL_COMPILED, (
+        f"hash_kernel is not compiled ({hash_kernel.__file__}): reinstall the package "
+        "(make test, or pip install -e .) with mypyc in its build requirements"
+    )
+    assert index_key_hash is hash_kernel.index_hash
+
+
+@pytest.mark.parametrize(("text", "expected"), JVM_VALUES)
 def test_java_string_hash_matches_jvm_values(text: str, expected: int) -> None:
     assert java_string_hash(text) == expected
 
