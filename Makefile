@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 # The proxy's gRPC stubs are generated from these when the package is installed (setup.py).
 PROTOS := $(wildcard src/pocketmq/proxy/protos/apache/rocketmq/v2/*.proto)
 # The kernels setup.py compiles with mypyc: an edit must rebuild them, or the stale build runs.
-KERNELS := src/pocketmq/common/hash_kernel.py
+KERNELS := $(wildcard src/pocketmq/*/*_kernel.py)
 
 .PHONY: run test test-all check fmt lint bench bench-peers clean java
 

@@ -66,8 +66,9 @@ class BuildWithStubs(build_py):
         super().run()
 
 
+# Modules named `*_kernel.py` are written for mypyc (native ints, no containers of their own).
 # Relative to this file, as mypyc names each module after its path under `src`.
-KERNELS = ["src/pocketmq/common/hash_kernel.py"]
+KERNELS = sorted(str(p.relative_to(HERE)) for p in HERE.glob("src/pocketmq/*/*_kernel.py"))
 
 
 def compiled_kernels() -> list[Any]:

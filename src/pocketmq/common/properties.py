@@ -11,6 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from pocketmq.common.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from pocketmq.common.property_kernel import find_property
+
+__all__ = [
+    "LazyProperties",
+    "PropertyError",
+    "decode_properties",
+    "encode_properties",
+    "find_property",
+]
 
 
 class PropertyError(ValueError):
@@ -48,22 +57,6 @@ def decode_properties(text: str) -> dict[str, str]:
         if sep and key and value:
             result[key] = value
     return result
-
-
-def find_property(text: str, name: str) -> str | None:
-    """`decode_properties(text).get(name)` without decoding the rest: a match must start a
-    segment, an empty value counts as absent, and of repeated keys the last one wins."""
-    needle = name + NAME_VALUE_SEPARATOR
-    i = text.rfind(needle)
-    while i != -1:
-        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
-            start = i + len(needle)
-            end = text.find(PROPERTY_SEPARATOR, start)
-            value = text[start:] if end == -1 else text[start:end]
-            if value:
-                return value
-        i = text.rfind(needle, 0, i)
-    return None
 
 
 class LazyProperties(Mapping[str, str]):

@@ -23,16 +23,14 @@ from pocketmq.common.constants import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
     PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from pocketmq.common.java_hash import tags_code
 from pocketmq.common.properties import decode_properties, find_property
+from pocketmq.common.property_kernel import index_properties
 from pocketmq.common.stored_layout import (
     PROPERTIES_LENGTH_SIZE,
     TOPIC_LENGTH_SIZE_V1,
@@ -222,7 +220,7 @@ def _request(
         # left zeroed is caught here too.
         if "\0" in topic or (properties and properties[-1] != PROPERTY_SEPARATOR):
             raise MessageDecodeError(f"record at {expected_offset}: torn topic or properties")
-    tags = find_property(properties, PROPERTY_TAGS)
+    tags, keys, uniq_key = index_properties(properties)
     return DispatchRequest(
         topic,
         queue_id,
@@ -231,8 +229,8 @@ def _request(
         tags_code(tags) if tags else 0,
         store_timestamp,
         queue_offset,
-        find_property(properties, PROPERTY_KEYS) or "",
-        find_property(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        keys,
+        uniq_key,
         sys_flag,
         properties,
     )

@@ -8,12 +8,7 @@ the build could) and `hash_kernel`'s source run by the interpreter.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +16,6 @@ from hypothesis import strategies as st
 
 from pocketmq.common import hash_kernel
 from pocketmq.common.java_hash import (
-    KERNEL_COMPILED,
-    PURE_PYTHON_ENV,
     java_string_hash,
     java_string_hash_concat,
     pure_hash_from,
@@ -30,6 +23,7 @@ from pocketmq.common.java_hash import (
     tags_code,
 )
 from pocketmq.store.index_file import index_key_hash, key_hash
+from tests.unit.common.kernel_source import interpreted
 
 # 300 chars cycling through a..z: longer than the 256 precomputed powers.
 ALPHABET_300 = "".join(chr(ord("a") + i % 26) for i in range(300))
@@ -66,19 +60,7 @@ JVM_VALUES = [
 ]
 
 
-def _kernel_source_interpreted() -> ModuleType:
-    """`hash_kernel` loaded from its source, whether or not the build compiled it."""
-    assert hash_kernel.__file__ is not None
-    source = Path(hash_kernel.__file__).with_name("hash_kernel.py")
-    spec = importlib.util.spec_from_file_location("hash_kernel_interpreted", source)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_INTERPRETED = _kernel_source_interpreted()
+_INTERPRETED = interpreted(hash_kernel)
 # name -> (hash_from, index_hash): (unsigned hash of s + text from that of s, |hash| for index)
 IMPLEMENTATIONS: dict[str, tuple[Callable[[int, str], int], Callable[[int, str], int]]] = {
     "sum of products": (pure_hash_from, pure_index_hash),
@@ -114,20 +96,6 @@ def test_every_implementation_continues_a_hash_as_the_loop_does(start: int, text
     for name, (hash_from, index_hash) in IMPLEMENTATIONS.items():
         assert hash_from(start, text) == expected, name
         assert index_hash(start, text) == expected_index, name
-
-
-def test_the_build_compiled_the_kernel_where_it_could() -> None:
-    """`make test` installs with a C compiler at hand: the hot paths must run compiled there,
-    or a build that silently stopped compiling would go unnoticed."""
-    if os.environ.get(PURE_PYTHON_ENV):
-        pytest.skip(f"{PURE_PYTHON_ENV} asks for the interpreted hashes")
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the kernel stays interpreted")
-    assert KERNEL_COMPILED, (
-        f"hash_kernel is not compiled ({hash_kernel.__file__}): reinstall the package "
-        "(make test, or pip install -e .) with mypyc in its build requirements"
-    )
-    assert index_key_hash is hash_kernel.index_hash
 
 
 @pytest.mark.parametrize(("text", "expected"), JVM_VALUES)

@@ -1,0 +1,42 @@
+"""Property lookups in a properties string, which every stored record pays in dispatch; written
+to be compiled by mypyc (`setup.py`), and run interpreted where the build could not.
+
+The same source serves both builds: compiled, the three lookups of a record take about a
+third of their interpreted time, as the calls, slices and comparisons around `str.rfind` run
+in C.
+"""
+
+from __future__ import annotations
+
+from pocketmq.common.constants import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
+
+
+def find_property(text: str, name: str) -> str | None:
+    """`decode_properties(text).get(name)` without decoding the rest: a match must start a
+    segment, an empty value counts as absent, and of repeated keys the last one wins."""
+    needle = name + NAME_VALUE_SEPARATOR
+    i = text.rfind(needle)
+    while i != -1:
+        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
+            start = i + len(needle)
+            end = text.find(PROPERTY_SEPARATOR, start)
+            value = text[start:] if end == -1 else text[start:end]
+            if value:
+                return value
+        i = text.rfind(needle, 0, i)
+    return None
+
+
+def index_properties(text: str) -> tuple[str | None, str, str | None]:
+    """What dispatch reads of a record's properties: TAGS, KEYS ("" when absent) and UNIQ_KEY."""
+    return (
+        find_property(text, PROPERTY_TAGS),
+        find_property(text, PROPERTY_KEYS) or "",
+        find_property(text, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+    )

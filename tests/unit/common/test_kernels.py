@@ -1,0 +1,65 @@
+"""The modules written for mypyc (`*_kernel.py`): compiled where the build can, and the same
+answers from their compiled and interpreted builds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from types import ModuleType
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pocketmq.common import hash_kernel, property_kernel
+from pocketmq.common.java_hash import KERNEL_COMPILED, PURE_PYTHON_ENV
+from pocketmq.common.properties import decode_properties
+from pocketmq.store.index_file import index_key_hash
+from tests.unit.common.kernel_source import interpreted
+
+KERNELS = [hash_kernel, property_kernel]
+# Segment pieces, so that names match at and off segment starts, repeat and lack values.
+PIECES = st.sampled_from(
+    ["KEYS", "TAGS", "UNIQ_KEY", "K", "a", "\x01", "\x02", "KEYS\x01", "\x02TAGS\x01", "é"]
+)
+PROPERTIES = st.lists(PIECES, max_size=14).map("".join)
+_PROPERTY_KERNEL = interpreted(property_kernel)
+
+
+def _compiled(kernel: ModuleType) -> bool:
+    return kernel.__file__ is not None and not kernel.__file__.endswith(".py")
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.__name__)
+def test_the_build_compiled_every_kernel_where_it_could(kernel: ModuleType) -> None:
+    """`make test` installs with a C compiler at hand: the kernels must run compiled there, or
+    a build that silently stopped compiling them would go unnoticed."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        pytest.skip(f"{PURE_PYTHON_ENV} asks for an interpreted build")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the kernels stay interpreted")
+    assert _compiled(kernel), (
+        f"{kernel.__name__} is not compiled ({kernel.__file__}): reinstall the package "
+        "(make test, or pip install -e .) so that setup.py compiles it with mypyc"
+    )
+
+
+def test_the_compiled_hash_kernel_is_the_one_in_use() -> None:
+    assert (_compiled(hash_kernel) and not os.environ.get(PURE_PYTHON_ENV)) == KERNEL_COMPILED
+    if KERNEL_COMPILED:
+        assert index_key_hash is hash_kernel.index_hash
+
+
+@given(PROPERTIES, st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "K", "a", "EYS"]))
+def test_find_property_is_the_same_in_both_builds(text: str, name: str) -> None:
+    expected = decode_properties(text).get(name)
+    assert property_kernel.find_property(text, name) == expected
+    assert _PROPERTY_KERNEL.find_property(text, name) == expected
+
+
+@given(PROPERTIES)
+def test_index_properties_reads_tags_keys_and_unique_key(text: str) -> None:
+    decoded = decode_properties(text)
+    expected = (decoded.get("TAGS"), decoded.get("KEYS", ""), decoded.get("UNIQ_KEY"))
+    assert property_kernel.index_properties(text) == expected
+    assert _PROPERTY_KERNEL.index_properties(text) == expected
