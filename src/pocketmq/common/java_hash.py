@@ -4,13 +4,12 @@
 hash, and brokers and clients must agree on it, so this must match Java exactly.
 
 Two implementations give the same answers: `hash_kernel`'s loop where the build compiled it
-(`KERNEL_COMPILED`), and an interpreted sum of products otherwise, or when the environment sets
-`POCKETMQ_PURE_PYTHON` (the same checkout can then measure or test either).
+(`KERNEL_COMPILED`), and an interpreted sum of products otherwise, as that loop interpreted
+would be slower.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import lru_cache
 from importlib.machinery import ExtensionFileLoader
@@ -19,10 +18,7 @@ from typing import Final
 
 from pocketmq.common import hash_kernel
 
-PURE_PYTHON_ENV: Final = "POCKETMQ_PURE_PYTHON"
-KERNEL_COMPILED: Final = isinstance(
-    getattr(hash_kernel, "__loader__", None), ExtensionFileLoader
-) and not os.environ.get(PURE_PYTHON_ENV)
+KERNEL_COMPILED: Final = isinstance(getattr(hash_kernel, "__loader__", None), ExtensionFileLoader)
 """Whether the hashes run in `hash_kernel` compiled by mypyc."""
 
 _MASK: Final = 0xFFFFFFFF
