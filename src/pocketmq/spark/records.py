@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.machinery import ExtensionFileLoader
 from typing import Final
 
 import pyarrow as pa
@@ -21,11 +22,11 @@ from pocketmq.common.constants import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
     MESSAGE_MAGIC_CODE_V1,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
     STOREHOSTADDRESS_V6_FLAG,
 )
 from pocketmq.common.stored_message import MessageDecodeError, parse_layout
+from pocketmq.spark import records_kernel
+from pocketmq.spark.records_kernel import Columns, decode_usual
 from pocketmq.spark.rows import ARROW_SCHEMA, SYSTEM_PROPERTIES, TIMESTAMP
 
 # TOTALSIZE .. BODYLEN with IPv4 hosts (the usual layout): 88 bytes, then the body.
@@ -41,89 +42,73 @@ _LZ4: Final = 0x100
 _ZSTD: Final = 0x200
 _ZLIB: Final = 0x300
 
+Decoder = Callable[[Columns, bytes, int, int], None]
+"""Decodes one pull body's records in a queue offset range into the columns."""
+UsualDecoder = Callable[[Columns, bytes, int, int, int, frozenset[str]], int]
+"""`records_kernel.decode_usual`: decodes from a position, returns where it stopped."""
 
-class _Columns:
-    """Column lists filled record by record, turned into one record batch at the end."""
 
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.keys: list[str | None] = []
-        self.tags: list[str | None] = []
-        self.offsets: list[int] = []
-        self.ids: list[str | None] = []
-        self.born: list[int] = []
-        self.stored: list[int] = []
-        self.reconsumes: list[int] = []
-        self.map_offsets: list[int] = [0]
-        self.map_keys: list[str] = []
-        self.map_values: list[str] = []
-
-    def add_properties(self, text: str) -> str | None:
-        """Splits one properties string into the keys/tags columns and the user map; returns
-        UNIQ_KEY."""
-        keys = tags = unique = None
-        map_keys, map_values = self.map_keys, self.map_values
-        for segment in text.split(PROPERTY_SEPARATOR):
-            name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
-            if not (sep and name and value):
-                continue  # as Java skips a malformed segment
-            if name in SYSTEM_PROPERTIES:
-                if name == "KEYS":
-                    keys = value
-                elif name == "TAGS":
-                    tags = value
-                elif name == "UNIQ_KEY":
-                    unique = value
-                continue
-            map_keys.append(name)
-            map_values.append(value)
-        self.map_offsets.append(len(map_keys))
-        self.keys.append(keys)
-        self.tags.append(tags)
-        return unique
-
-    def batch(self, queue: MessageQueue) -> pa.RecordBatch:
-        count = len(self.bodies)
-        properties = pa.MapArray.from_arrays(
-            pa.array(self.map_offsets, pa.int32()),
-            pa.array(self.map_keys, pa.string()),
-            pa.array(self.map_values, pa.string()),
-        )
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.bodies, pa.binary()),
-                pa.array(self.keys, pa.string()),
-                pa.array(self.tags, pa.string()),
-                pa.repeat(pa.scalar(queue.topic, pa.string()), count),
-                pa.repeat(pa.scalar(queue.broker_name, pa.string()), count),
-                pa.repeat(pa.scalar(queue.queue_id, pa.int32()), count),
-                pa.array(self.offsets, pa.int64()),
-                pa.array(self.ids, pa.string()),
-                pa.array(self.born, TIMESTAMP),
-                pa.array(self.stored, TIMESTAMP),
-                properties,
-                pa.array(self.reconsumes, pa.int32()),
-            ],
-            schema=ARROW_SCHEMA,
-        )
+def _record_batch(columns: Columns, queue: MessageQueue) -> pa.RecordBatch:
+    count = len(columns.bodies)
+    properties = pa.MapArray.from_arrays(
+        pa.array(columns.map_offsets, pa.int32()),
+        pa.array(columns.map_keys, pa.string()),
+        pa.array(columns.map_values, pa.string()),
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(columns.bodies, pa.binary()),
+            pa.array(columns.keys, pa.string()),
+            pa.array(columns.tags, pa.string()),
+            pa.repeat(pa.scalar(queue.topic, pa.string()), count),
+            pa.repeat(pa.scalar(queue.broker_name, pa.string()), count),
+            pa.repeat(pa.scalar(queue.queue_id, pa.int32()), count),
+            pa.array(columns.offsets, pa.int64()),
+            pa.array(columns.ids, pa.string()),
+            pa.array(columns.born, TIMESTAMP),
+            pa.array(columns.stored, TIMESTAMP),
+            properties,
+            pa.array(columns.reconsumes, pa.int32()),
+        ],
+        schema=ARROW_SCHEMA,
+    )
 
 
 def to_record_batch(
-    pulls: Sequence[bytes], queue: MessageQueue, start: int, end: int
+    pulls: Sequence[bytes],
+    queue: MessageQueue,
+    start: int,
+    end: int,
+    *,
+    decoder: Decoder | None = None,
 ) -> pa.RecordBatch:
     """The messages at queue offsets [start, end) found in `pulls` (pull bodies in any order of
     ranges; records outside the range are left out), as one batch with the connector's schema.
 
+    `decoder` is for tests, which hold both decoders (`DECODERS`) to the same answers.
+
     Raises:
         MessageDecodeError: a record does not decode; the message says where and why.
     """
-    columns = _Columns()
+    decode = decoder or _DECODE
+    columns = Columns()
     for records in pulls:
-        _decode_into(columns, records, start, end)
-    return columns.batch(queue)
+        decode(columns, records, start, end)
+    return _record_batch(columns, queue)
 
 
-def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
+def decode_with_kernel(
+    columns: Columns, buf: bytes, start: int, end: int, usual: UsualDecoder = decode_usual
+) -> None:
+    """The kernel (`usual`) for the usual records, this module for the others."""
+    pos, limit = 0, len(buf)
+    while pos < limit:
+        pos = usual(columns, buf, pos, start, end, SYSTEM_PROPERTIES)
+        if pos < limit:
+            pos += _decode_general(columns, buf, pos, start, end)
+
+
+def _decode_into(columns: Columns, buf: bytes, start: int, end: int) -> None:
     pos, limit = 0, len(buf)
     while pos < limit:
         if pos + _FIXED_V4_SIZE > limit:
@@ -135,7 +120,14 @@ def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
         record_end = pos + size
         body_pos = pos + _FIXED_V4_SIZE
         topic_pos = body_pos + body_len
-        if sys_flag & _V6 or magic != MESSAGE_MAGIC_CODE_V1 or record_end > limit:
+        if (
+            sys_flag & _V6
+            or magic != MESSAGE_MAGIC_CODE_V1
+            or size < _FIXED_V4_SIZE
+            or record_end > limit
+        ):
+            # The general path decodes other layouts and refuses, with the reason, what is
+            # not a record (a TOTALSIZE below the fixed part would never move `pos` on).
             pos += _decode_general(columns, buf, pos, start, end)
             continue
         if not start <= queue_offset < end:
@@ -151,7 +143,7 @@ def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
             _inflate(body, sys_flag, queue_offset) if sys_flag & COMPRESSED_FLAG else body
         )
         text = _utf8(buf, properties_len_pos + 2, record_end, pos)
-        unique = columns.add_properties(text)
+        unique = columns.add_properties(text, SYSTEM_PROPERTIES)
         columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
         columns.offsets.append(queue_offset)
         columns.born.append(born * 1000)
@@ -160,7 +152,7 @@ def _decode_into(columns: _Columns, buf: bytes, start: int, end: int) -> None:
         pos = record_end
 
 
-def _decode_general(columns: _Columns, buf: bytes, pos: int, start: int, end: int) -> int:
+def _decode_general(columns: Columns, buf: bytes, pos: int, start: int, end: int) -> int:
     """Any valid record (IPv6 hosts, topic length in two bytes): slower, checked field by
     field. Returns the record's size."""
     layout = parse_layout(buf, pos)
@@ -178,13 +170,23 @@ def _decode_general(columns: _Columns, buf: bytes, pos: int, start: int, end: in
         _inflate(body, sys_flag, queue_offset) if sys_flag & COMPRESSED_FLAG else body
     )
     end_of_properties = layout.properties_pos + layout.properties_len
-    unique = columns.add_properties(_utf8(buf, layout.properties_pos, end_of_properties, pos))
+    unique = columns.add_properties(
+        _utf8(buf, layout.properties_pos, end_of_properties, pos), SYSTEM_PROPERTIES
+    )
     columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
     columns.offsets.append(queue_offset)
     columns.born.append(born * 1000)
     columns.stored.append(stored * 1000)
     columns.reconsumes.append(reconsumes)
     return layout.size
+
+
+DECODERS: Final[dict[str, Decoder]] = {"interpreted": _decode_into, "kernel": decode_with_kernel}
+KERNEL_COMPILED: Final = isinstance(
+    getattr(records_kernel, "__loader__", None), ExtensionFileLoader
+)
+"""Whether `records_kernel` was compiled; interpreted, its byte reads are slower than `struct`."""
+_DECODE: Final = decode_with_kernel if KERNEL_COMPILED else _decode_into
 
 
 def _inflate(body: bytes, sys_flag: int, queue_offset: int) -> bytes:

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from pocketmq.common import hash_kernel, property_kernel
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
+from pocketmq.spark import records_kernel
 from pocketmq.store.index_file import index_key_hash
 from tests.unit.common.kernel_source import interpreted
 
-KERNELS = [hash_kernel, property_kernel]
+KERNELS = [hash_kernel, property_kernel, records_kernel]
 PURE_PYTHON_ENV = "POCKETMQ_PURE_PYTHON"
 """Set at install, it keeps setup.py from compiling the kernels."""
 # Segment pieces, so that names match at and off segment starts, repeat and lack values.
@@ -65,3 +66,34 @@ def test_index_properties_reads_tags_keys_and_unique_key(text: str) -> None:
     expected = (decoded.get("TAGS"), decoded.get("KEYS", ""), decoded.get("UNIQ_KEY"))
     assert property_kernel.index_properties(text) == expected
     assert _PROPERTY_KERNEL.index_properties(text) == expected
+
+
+def _split_the_old_way(
+    text: str,
+) -> tuple[list[tuple[str, str]], str | None, str | None, str | None]:
+    """The reference: each well-formed segment by split and partition."""
+    user, found = [], {}
+    for segment in text.split("\x02"):
+        name, sep, value = segment.partition("\x01")
+        if sep and name and value:
+            if name in SYSTEM_PROPERTIES:
+                found[name] = value
+            else:
+                user.append((name, value))
+    return user, found.get("KEYS"), found.get("TAGS"), found.get("UNIQ_KEY")
+
+
+_RECORDS_KERNEL = interpreted(records_kernel)
+SYSTEM_PROPERTIES = frozenset({"KEYS", "TAGS", "UNIQ_KEY", "WAIT"})
+"""Names kept out of the Spark user map (a part of `spark.rows.SYSTEM_PROPERTIES`)."""
+
+
+@given(PROPERTIES)
+def test_the_spark_columns_split_properties_as_java_reads_them(text: str) -> None:
+    for module in (records_kernel, _RECORDS_KERNEL):
+        columns = module.Columns()
+        unique = columns.add_properties(text, SYSTEM_PROPERTIES)
+        user, keys, tags, expected_unique = _split_the_old_way(text)
+        assert list(zip(columns.map_keys, columns.map_values, strict=True)) == user
+        assert columns.map_offsets == [0, len(user)]
+        assert (columns.keys, columns.tags, unique) == ([keys], [tags], expected_unique)

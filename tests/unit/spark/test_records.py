@@ -1,10 +1,12 @@
-"""The connector's record decoder against the general one: same values for every record layout
+"""The connector's record decoders against the general one: same values for every record layout
 (IPv4 and IPv6 hosts, long topics, compressed bodies, no UNIQ_KEY), only the range asked for, and
-a clear error for bytes that are not a record."""
+a clear error for bytes that are not a record. Both decoders are held to it: the interpreted one
+and the compiled kernel's (run interpreted too, where the build did not compile it)."""
 
 from __future__ import annotations
 
 import zlib
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -21,9 +23,22 @@ from pocketmq.common.stored_message import (  # noqa: E402
     encode_record,
     pack_host,
 )
-from pocketmq.spark.records import to_record_batch  # noqa: E402
+from pocketmq.spark import records_kernel  # noqa: E402
+from pocketmq.spark.records import (  # noqa: E402
+    DECODERS,
+    Decoder,
+    decode_with_kernel,
+    to_record_batch,
+)
+from tests.unit.common.kernel_source import interpreted  # noqa: E402
 
 QUEUE = MessageQueue("Orders", "broker-a", 3)
+# The decoders in use, and the kernel's source interpreted (the same as "kernel" where the build
+# did not compile it).
+ALL_DECODERS: dict[str, Decoder] = {
+    **DECODERS,
+    "kernel source": partial(decode_with_kernel, usual=interpreted(records_kernel).decode_usual),
+}
 V4 = pack_host(("10.1.2.3", 10911))
 V6 = pack_host(("fe80::1", 10911))
 
@@ -70,13 +85,23 @@ def encode(offset: int, spec: dict) -> bytes:  # type: ignore[type-arg]
     )
 
 
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
 @settings(max_examples=100, deadline=None)
-@given(st.lists(records, min_size=1, max_size=12), st.integers(0, 12), st.integers(0, 12))
-def test_columns_match_the_general_decoder(specs: list[dict], low: int, high: int) -> None:  # type: ignore[type-arg]
+@given(
+    specs=st.lists(records, min_size=1, max_size=12),
+    low=st.integers(0, 12),
+    high=st.integers(0, 12),
+)
+def test_columns_match_the_general_decoder(
+    decoder: Decoder,
+    specs: list[dict],  # type: ignore[type-arg]
+    low: int,
+    high: int,
+) -> None:
     start, end = 100 + min(low, high), 100 + max(low, high)
     encoded = [encode(100 + n, spec) for n, spec in enumerate(specs)]
     pulls = [b"".join(encoded[:5]), b"".join(encoded[5:])]
-    batch = to_record_batch([p for p in pulls if p], QUEUE, start, end)
+    batch = to_record_batch([p for p in pulls if p], QUEUE, start, end, decoder=decoder)
     expected = [m for m in decode_records(b"".join(encoded)) if start <= m.queue_offset < end]
     rows = batch.to_pylist()
     assert [r["queueOffset"] for r in rows] == [m.queue_offset for m in expected]
@@ -95,19 +120,43 @@ def test_columns_match_the_general_decoder(specs: list[dict], low: int, high: in
             assert row["msgId"] == f"0A010203{10911:08X}{message.physical_offset:016X}"
 
 
-def test_a_record_cut_short_is_refused_with_its_position() -> None:
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
+def test_a_record_cut_short_is_refused_with_its_position(decoder: Decoder) -> None:
     whole = encode(7, {**_plain(), "body": b"x" * 100})
     with pytest.raises(MessageDecodeError, match="truncated"):
-        to_record_batch([whole[:-10]], QUEUE, 0, 100)
+        to_record_batch([whole[:-10]], QUEUE, 0, 100, decoder=decoder)
     with pytest.raises(MessageDecodeError):
-        to_record_batch([b"\x00" * 200], QUEUE, 0, 100)
+        to_record_batch([b"\x00" * 200], QUEUE, 0, 100, decoder=decoder)
+    with pytest.raises(MessageDecodeError, match="truncated"):  # only part of the fixed fields
+        to_record_batch([whole, whole[:50]], QUEUE, 0, 100, decoder=decoder)
 
 
-def test_an_lz4_body_is_refused_with_what_to_do() -> None:
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
+@pytest.mark.parametrize("size", [0, -1, 87])
+def test_a_total_size_below_the_fixed_part_is_refused(decoder: Decoder, size: int) -> None:
+    """Outside the range asked for too: such a record would otherwise be skipped by a step of
+    its TOTALSIZE, which for 0 never moves on."""
+    record = bytearray(encode(7, _plain()))
+    record[0:4] = size.to_bytes(4, "big", signed=True)
+    for start, end in ((0, 100), (50, 60)):
+        with pytest.raises(MessageDecodeError):
+            to_record_batch([bytes(record)], QUEUE, start, end, decoder=decoder)
+
+
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
+def test_properties_that_are_not_utf8_are_refused(decoder: Decoder) -> None:
+    record = bytearray(encode(0, {**_plain(), "tags": "TagA"}))
+    record[-3] = 0xFF  # inside "TagA", the last property
+    with pytest.raises(MessageDecodeError, match="not UTF-8"):
+        to_record_batch([bytes(record)], QUEUE, 0, 1, decoder=decoder)
+
+
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
+def test_an_lz4_body_is_refused_with_what_to_do(decoder: Decoder) -> None:
     record = bytearray(encode(0, {**_plain(), "compressed": True}))
     record[36:40] = (COMPRESSED_FLAG | 0x100).to_bytes(4, "big")  # SYSFLAG: LZ4
     with pytest.raises(MessageDecodeError, match=r"LZ4.*zlib"):
-        to_record_batch([bytes(record)], QUEUE, 0, 1)
+        to_record_batch([bytes(record)], QUEUE, 0, 1, decoder=decoder)
 
 
 def _plain() -> dict:  # type: ignore[type-arg]
