@@ -66,8 +66,8 @@ class BuildWithStubs(build_py):
         super().run()
 
 
-# Modules named `*_kernel.py` are written for mypyc (native ints, no containers of their own).
-# Relative to this file, as mypyc names each module after its path under `src`.
+# Modules named `*_kernel.py` are written for mypyc (each says how in its docstring). The paths
+# are relative to this file, as mypyc names each module after its path under `src`.
 KERNELS = sorted(str(p.relative_to(HERE)) for p in HERE.glob("src/pocketmq/*/*_kernel.py"))
 
 
