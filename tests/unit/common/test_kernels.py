@@ -3,8 +3,10 @@ answers from their compiled and interpreted builds."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -97,3 +99,17 @@ def test_the_spark_columns_split_properties_as_java_reads_them(text: str) -> Non
         assert list(zip(columns.map_keys, columns.map_values, strict=True)) == user
         assert columns.map_offsets == [0, len(user)]
         assert (columns.keys, columns.tags, unique) == ([keys], [tags], expected_unique)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.__name__)
+def test_a_kernel_imports_nothing_of_the_package(kernel: ModuleType) -> None:
+    """mypyc checks each kernel alone in the build's environment, without the package's other
+    dependencies: a kernel that imported the package would compile against `Any` there."""
+    assert kernel.__file__ is not None
+    source = Path(kernel.__file__).with_name(kernel.__name__.rpartition(".")[2] + ".py")
+    allowed = {"__future__", "typing", "mypy_extensions"}
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            assert {alias.name for alias in node.names} <= allowed, ast.unparse(node)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.module in allowed, ast.unparse(node)
