@@ -4,7 +4,9 @@ The connector reads hundreds of thousands of messages a second, so it skips the 
 (`pocketmq.common.stored_message`), which builds an object with every field per message: one
 `struct` call reads a record's fixed part, the body is sliced, and only the properties the
 columns need are split. A record the fast path does not expect (IPv6 hosts, a length that does
-not add up) goes through `parse_layout`, which names what is wrong with it."""
+not add up) goes through `parse_layout`, which names what is wrong with it. Where the build
+compiled `records_kernel`, that kernel decodes the usual records instead of the `struct` path
+(`KERNEL_COMPILED`), and this module the others."""
 
 from __future__ import annotations
 

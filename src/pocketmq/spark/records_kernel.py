@@ -26,8 +26,8 @@ _STORE_HOST: Final = 64
 _RECONSUME_TIMES: Final = 72
 _BODY_LEN: Final = 84
 FIXED_SIZE: Final = 88
-_MAGIC_V1: Final = -626843481  # 0xDAA320A7 as Java's int
-_OTHER_LAYOUT: Final = 0x1 | 0x10 | 0x20  # COMPRESSED, BORNHOST_V6, STOREHOSTADDRESS_V6
+MAGIC_V1: Final = -626843481  # 0xDAA320A7 as Java's int
+OTHER_LAYOUT: Final = 0x1 | 0x10 | 0x20  # COMPRESSED, BORNHOST_V6, STOREHOSTADDRESS_V6
 _NAME_VALUE: Final = "\x01"
 _PROPERTY: Final = "\x02"
 
@@ -111,8 +111,8 @@ def decode_usual(
         size: i64 = _int(buf, p)
         record_end: i64 = p + size
         if (
-            _int(buf, p + _MAGIC) != _MAGIC_V1
-            or _int(buf, p + _SYS_FLAG) & _OTHER_LAYOUT
+            _int(buf, p + _MAGIC) != MAGIC_V1
+            or _int(buf, p + _SYS_FLAG) & OTHER_LAYOUT
             or size < FIXED_SIZE
             or record_end > limit
         ):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.common import hash_kernel, property_kernel
+from pocketmq.common import constants, hash_kernel, property_kernel, stored_layout
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
 from pocketmq.spark import records_kernel
@@ -113,3 +113,20 @@ def test_a_kernel_imports_nothing_of_the_package(kernel: ModuleType) -> None:
             assert {alias.name for alias in node.names} <= allowed, ast.unparse(node)
         elif isinstance(node, ast.ImportFrom):
             assert node.module in allowed, ast.unparse(node)
+
+
+def test_the_kernels_constants_are_the_packages() -> None:
+    """Kernels repeat the constants they need (they import nothing of the package)."""
+    assert property_kernel.NAME_VALUE_SEPARATOR == constants.NAME_VALUE_SEPARATOR
+    assert property_kernel.PROPERTY_SEPARATOR == constants.PROPERTY_SEPARATOR
+    assert property_kernel.PROPERTY_KEYS == constants.PROPERTY_KEYS
+    assert property_kernel.PROPERTY_TAGS == constants.PROPERTY_TAGS
+    assert (
+        property_kernel.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        == constants.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    )
+    assert records_kernel.MAGIC_V1 & 0xFFFFFFFF == constants.MESSAGE_MAGIC_CODE_V1
+    assert records_kernel.OTHER_LAYOUT == (
+        constants.COMPRESSED_FLAG | constants.BORNHOST_V6_FLAG | constants.STOREHOSTADDRESS_V6_FLAG
+    )
+    assert stored_layout.FIXED_V4.size == records_kernel.FIXED_SIZE
