@@ -4,6 +4,7 @@ answers from their compiled and interpreted builds."""
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pocketmq
 from pocketmq.common import constants, hash_kernel, property_kernel, stored_layout
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
@@ -20,7 +22,11 @@ from pocketmq.spark import records_kernel
 from pocketmq.store.index_file import index_key_hash
 from tests.unit.common.kernel_source import interpreted
 
-KERNELS = [hash_kernel, property_kernel, records_kernel]
+# Every kernel the build compiles (setup.py's `KERNELS`), found the same way.
+KERNELS = [
+    importlib.import_module(f"pocketmq.{path.parent.name}.{path.stem}")
+    for path in sorted(Path(pocketmq.__file__).parent.glob("*/*_kernel.py"))
+]
 PURE_PYTHON_ENV = "POCKETMQ_PURE_PYTHON"
 """Set at install, it keeps setup.py from compiling the kernels."""
 # Segment pieces, so that names match at and off segment starts, repeat and lack values.
@@ -49,10 +55,20 @@ def test_the_build_compiled_every_kernel_where_it_could(kernel: ModuleType) -> N
     )
 
 
-def test_the_compiled_hash_kernel_is_the_one_in_use() -> None:
+def test_every_kernel_is_found() -> None:
+    assert {k.__name__ for k in KERNELS} >= {
+        "pocketmq.common.hash_kernel",
+        "pocketmq.common.property_kernel",
+        "pocketmq.spark.records_kernel",
+    }
+
+
+def test_the_compiled_kernels_are_the_ones_in_use() -> None:
     assert _compiled(hash_kernel) == KERNEL_COMPILED
     expected = hash_kernel.index_hash if KERNEL_COMPILED else pure_index_hash
     assert index_key_hash is expected
+    records = pytest.importorskip("pocketmq.spark.records")  # needs pyarrow
+    assert _compiled(records_kernel) == records.KERNEL_COMPILED
 
 
 @given(PROPERTIES, st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "K", "a", "EYS"]))
