@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -198,22 +197,15 @@ def test_clients_carry_on_through_the_second_namesrv(
     assert set(bodies(consumer)) == {f"body-{i}" for i in range(200)}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def test_acknowledged_sends_survive_a_broker_sigkill_under_a_running_producer(
     run_server: ServerFactory, cpp: Any, tmp_path: Path
 ) -> None:
     namesrv = run_server("namesrv", "--port", "0", name="namesrv")
-    broker_args = [
-        "broker", "--port", str(free_port()), "--data-dir", str(tmp_path / "broker"),
-        "-n", namesrv.address,
-    ]  # fmt: skip
-    broker = run_server(*broker_args, name="broker")
+    common = ["--data-dir", str(tmp_path / "broker"), "-n", namesrv.address]
+    # The broker picks its port (a probed one, or its HA port next to it, can be taken before
+    # it binds); the restart takes the same one, as the producer's route names it.
+    broker = run_server("broker", "--port", "0", *common, name="broker")
+    broker_args = ["broker", "--port", broker.address.rpartition(":")[2], *common]
     create_topic(namesrv.address, "KillTopic", 4)
     producer = cpp("cpp_produce.py", [namesrv.address, "KillTopic", "3000", "--keep-going", "120"])
     wait_until(lambda: len(producer.lines) >= 500, 60, "500 sends before the kill", producer)
