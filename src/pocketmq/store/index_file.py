@@ -412,7 +412,7 @@ class IndexFile:
         first_end = (pos // _SECTOR + 1) * _SECTOR
         if first_end < pos + ENTRY_SIZE:
             for sector in (first_end - _SECTOR, first_end):
-                if self._buffer[sector : sector + _SECTOR] == _ZERO_SECTOR:
+                if self._zeros_in_sector(sector):
                     return None
         entry: tuple[int, int, int, int] = _ENTRY.unpack(raw)
         return entry
@@ -449,10 +449,17 @@ class IndexFile:
             return False
         sector = start - start % _SECTOR
         while sector < end:
-            if self._buffer[sector : sector + _SECTOR] == _ZERO_SECTOR:
+            if self._zeros_in_sector(sector):
                 return False
             sector += _SECTOR
         return True
+
+    def _zeros_in_sector(self, sector: int) -> bool:
+        """Whether the file's bytes in the sector at `sector` are all zeros. A file's size is
+        no multiple of a sector, so its last sector holds fewer bytes: compared whole with a
+        sector of zeros, a lost last sector would read as written."""
+        data = self._buffer[sector : sector + _SECTOR]
+        return data == _ZERO_SECTOR[: len(data)]
 
     def _relink(self, slots: list[int], keep: int) -> None:
         """Points each of `slots` at its newest entry below `keep` (0 when none), read from
