@@ -34,9 +34,11 @@ def keys_of(message: int) -> list[str]:
     return [f"k{message}-{n}" for n in range(1 + message % 3)]
 
 
-def make_index(directory: Path, slots: int = 8) -> IndexService:
+def make_index(directory: Path, slots: int = 8, max_index: int = 400) -> IndexService:
     # Few slots make long chains that cross lost entries; more make chains that end in them.
-    index = IndexService(directory, max_hash_slot_num=slots, max_index_num=400, clock=ManualClock())
+    index = IndexService(
+        directory, max_hash_slot_num=slots, max_index_num=max_index, clock=ManualClock()
+    )
     index.load()
     return index
 
@@ -51,6 +53,17 @@ def found(index: IndexService, message: int) -> bool:
     return all(
         index.query(TOPIC, key, 8, 0, 1 << 62) == [phys_of(message)] for key in keys_of(message)
     )
+
+
+def assert_synced_kept_and_redispatch_restores(again: IndexService, resume: int) -> None:
+    """Recovery kept every key of the synced messages below `resume`, and re-dispatching every
+    message (what is indexed already is skipped) makes every key findable."""
+    for message in range(SYNCED):
+        if phys_of(message) < resume:
+            assert found(again, message), f"lost the keys of synced message {message}"
+    put(again, range(MESSAGES))
+    for message in range(MESSAGES):
+        assert found(again, message), f"message {message} not found after re-dispatch"
 
 
 @dataclass(frozen=True)
@@ -130,12 +143,7 @@ def test_synced_keys_survive_and_redispatch_restores_the_rest(
     resume = again.recover(phys_of(SYNCED))
     assert resume <= phys_of(SYNCED)
     assert again.max_phy_offset < resume
-    for message in range(SYNCED):
-        if phys_of(message) < resume:
-            assert found(again, message), f"lost the keys of synced message {message}"
-    put(again, range(MESSAGES))  # re-dispatch: what is indexed already is skipped
-    for message in range(MESSAGES):
-        assert found(again, message), f"message {message} not found after re-dispatch"
+    assert_synced_kept_and_redispatch_restores(again, resume)
 
 
 def test_entries_that_reach_into_a_zeroed_sector_are_dropped_and_indexed_again(
@@ -224,12 +232,7 @@ def test_a_sector_synced_half_full_loses_the_entries_after_the_sync(tmp_path: Pa
     table = struct.unpack_from(f">{slots}i", recovered._buffer, 40)
     past = [(slot, head) for slot, head in enumerate(table) if head >= recovered.index_count]
     assert not past, f"slots still point past the {recovered.index_count} entries kept: {past}"
-    for message in range(SYNCED):
-        if phys_of(message) < resume:
-            assert found(again, message), f"lost the keys of synced message {message}"
-    put(again, range(MESSAGES))
-    for message in range(MESSAGES):
-        assert found(again, message), f"message {message} not found after re-dispatch"
+    assert_synced_kept_and_redispatch_restores(again, resume)
 
 
 @pytest.mark.parametrize("keep", ["head", "alternate", "one", "random"])
@@ -244,8 +247,7 @@ def test_a_file_filled_since_its_sync_loses_its_last_sector(
     sector with a full one of zeros): a slot then pointed at it and its chain ended there,
     losing older keys (seed 6, "one": message 4). The power-loss rounds
     (`max_index_num=4000`) hit it now and then as "index lost"."""
-    index = IndexService(tmp_path, max_hash_slot_num=8, max_index_num=100, clock=ManualClock())
-    index.load()
+    index = make_index(tmp_path, max_index=100)
     put(index, range(SYNCED))
     (older,) = index.files
     synced = older.path.read_bytes()
@@ -255,13 +257,7 @@ def test_a_file_filled_since_its_sync_loses_its_last_sector(
     index.close()
     older.path.write_bytes(power_loss_image(synced, written, random.Random(seed), keep=keep))
 
-    again = IndexService(tmp_path, max_hash_slot_num=8, max_index_num=100, clock=ManualClock())
-    again.load()
+    again = make_index(tmp_path, max_index=100)
     resume = again.recover(phys_of(SYNCED))
     assert resume <= phys_of(SYNCED)
-    for message in range(SYNCED):
-        if phys_of(message) < resume:
-            assert found(again, message), f"lost the keys of synced message {message}"
-    put(again, range(MESSAGES))
-    for message in range(MESSAGES):
-        assert found(again, message), f"message {message} not found after re-dispatch"
+    assert_synced_kept_and_redispatch_restores(again, resume)
