@@ -13,7 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pocketmq.broker import send_header
 from pocketmq.broker.headers import HeaderError
 from pocketmq.broker.put_path import PutPath, PutSettings, StoreWriter
 from pocketmq.broker.send import SendHandler, SendSettings, parse_host_address
@@ -707,6 +710,79 @@ def test_header_error_names_the_field() -> None:
         decode_send_header(request(RequestCode.SEND_MESSAGE, fields))
     assert info.value.field == "topic"
     assert isinstance(info.value, ValueError)
+
+
+_NUMBER_FIELDS = [
+    "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "reconsumeTimes",
+    "maxReconsumeTimes",
+]  # fmt: skip
+# Each side of where the one-pass read stops (9 digits an int, 18 a long) and of Java's ranges,
+# with the forms Java refuses and Python's int() takes.
+_EDGE_NUMBERS = [
+    "0", "-1", "+5", "007", "", " 1", "1 ", "1_0", "\u0661", "999999999", "2147483647",
+    "2147483648", "999999999999999999", "9223372036854775807", "9223372036854775808",
+]  # fmt: skip
+_NUMBER_TEXTS = st.one_of(
+    st.sampled_from(_EDGE_NUMBERS),
+    st.from_regex(r"[+-]?[0-9]{0,20}", fullmatch=True),
+    st.text(max_size=4),
+)
+
+
+@given(
+    code=st.sampled_from([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2]),
+    numbers=st.dictionaries(
+        st.sampled_from(_NUMBER_FIELDS),
+        st.one_of(st.none(), _NUMBER_TEXTS),
+        max_size=2,
+    ),
+    texts=st.dictionaries(
+        st.sampled_from(["producerGroup", "topic", "defaultTopic", "unitMode", "batch", "bname"]),
+        st.one_of(st.none(), st.sampled_from(["", "true", "1", "x"])),
+        max_size=2,
+    ),
+)
+@settings(max_examples=400)
+def test_the_usual_header_reads_as_the_careful_path_reads_it(
+    code: RequestCode, numbers: dict[str, str | None], texts: dict[str, str | None]
+) -> None:
+    """The one-pass read of the usual header (`_usual_header`) gives what the field-by-field
+    read gives, and leaves every other header (and every error) to it."""
+    assert_read_as_carefully(code, numbers, texts)
+
+
+@pytest.mark.parametrize("name", _NUMBER_FIELDS)
+@pytest.mark.parametrize("value", _EDGE_NUMBERS)
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_every_number_field_reads_as_carefully_at_its_edges(
+    code: RequestCode, name: str, value: str
+) -> None:
+    assert_read_as_carefully(code, {name: value}, {})
+
+
+def assert_read_as_carefully(
+    code: RequestCode, numbers: dict[str, str | None], texts: dict[str, str | None]
+) -> None:
+    fields = v1_fields()
+    for name, value in {**numbers, **texts}.items():
+        if value is None:
+            fields.pop(name, None)
+        else:
+            fields[name] = value
+    if code == RequestCode.SEND_MESSAGE_V2:
+        fields = {V2_NAMES[k]: v for k, v in fields.items() if k in V2_NAMES}
+    keys = send_header._V1_KEYS if code == RequestCode.SEND_MESSAGE else send_header._V2_KEYS
+    try:
+        careful: SendRequestHeader | str = send_header._careful_header(fields, keys, code)
+    except HeaderError as exc:
+        careful = f"{exc.field}: {exc}"
+    try:
+        decoded: SendRequestHeader | str = decode_send_header(request(code, fields))
+    except HeaderError as exc:
+        decoded = f"{exc.field}: {exc}"
+    assert decoded == careful
+    usual = send_header._usual_header(fields, keys, code)
+    assert usual is None or usual == careful
 
 
 # -- store outcomes (`handlePutMessageResult`) ----------------------------------------------

@@ -1,0 +1,179 @@
+"""The broker's cost of one send request, as the official Java client sends it.
+
+`python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R]`
+
+Starts `pocketmq up` (ASYNC_FLUSH) on free loopback ports and sends it SEND_MESSAGE_V2
+requests with a 1 KiB body, one message each, framed with the binary ROCKETMQ header and the
+fields and properties RocketMQ's Java producer puts there (its benchmark Producer's load),
+keeping `--in-flight` requests outstanding on one connection. The frames are encoded once and
+only their opaque changes, and the answers are counted by their length prefix, so the client
+costs little next to the broker. Reported per round: requests a second, and the broker
+process's CPU (user + system, from `/proc`) per request, the figure this benchmark is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from pocketmq.common.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from pocketmq.remoting.command import RemotingCommand  # noqa: E402
+from pocketmq.remoting.frame import decode_frame, encode_frame  # noqa: E402
+from pocketmq.testing import start_up_process  # noqa: E402
+
+TOPIC = "SendPathBench"
+QUEUES = 4
+# Where the opaque sits in a frame with a binary header: after the 4-byte length, the 4-byte
+# header length and the header's code (2), language (1) and version (2).
+OPAQUE_AT = 13
+
+
+def send_frames(body: bytes) -> list[bytearray]:
+    """One encoded request a queue, as RocketMQ's Java producer frames a single send."""
+    frames = []
+    for queue_id in range(QUEUES):
+        properties = "UNIQ_KEY\x017F0000011B6E18B4AAC2A3D1F0000000\x02WAIT\x01true\x02"
+        fields = {
+            "a": "send_path_bench",
+            "b": TOPIC,
+            "c": "TBW102",
+            "d": str(QUEUES),
+            "e": str(queue_id),
+            "f": "0",
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": properties,
+            "j": "0",
+            "k": "false",
+            "m": "false",
+            "n": "broker-a",
+        }
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body)
+        frames.append(bytearray(encode_frame(request, SerializeType.ROCKETMQ)))
+    return frames
+
+
+class Sender(asyncio.Protocol):
+    """Keeps `in_flight` requests outstanding and counts whole answers."""
+
+    def __init__(self, frames: list[bytearray], total: int, in_flight: int) -> None:
+        self.frames = frames
+        self.total = total
+        self.in_flight = in_flight
+        self.sent = 0
+        self.answered = 0
+        self.pending = b""
+        self.first_answer: bytes | None = None
+        self.done = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def send(self, count: int) -> None:
+        assert self.transport is not None
+        out = []
+        for _ in range(min(count, self.total - self.sent)):
+            frame = self.frames[self.sent % QUEUES]
+            struct.pack_into(">i", frame, OPAQUE_AT, self.sent)
+            out.append(bytes(frame))
+            self.sent += 1
+        self.transport.writelines(out)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.pending + data
+        position = 0
+        answered = 0
+        while len(buffer) - position >= 4:
+            length = int.from_bytes(buffer[position : position + 4], "big")
+            if len(buffer) - position < 4 + length:
+                break
+            if self.first_answer is None:
+                self.first_answer = buffer[position : position + 4 + length]
+            position += 4 + length
+            answered += 1
+        self.pending = buffer[position:]
+        self.answered += answered
+        if self.answered >= self.total:
+            if not self.done.done():
+                self.done.set_result(None)
+        elif answered:
+            self.send(answered)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"broker closed the connection: {exc}"))
+
+
+def process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def one_round(address: str, pid: int, requests: int, in_flight: int) -> tuple[float, float]:
+    host, _, port = address.rpartition(":")
+    loop = asyncio.get_running_loop()
+    frames = send_frames(b"x" * 1024)
+    _, sender = await loop.create_connection(
+        lambda: Sender(frames, requests, in_flight), host, int(port)
+    )
+    cpu_before = process_cpu_s(pid)
+    began = time.perf_counter()
+    sender.send(in_flight)
+    await asyncio.wait_for(sender.done, timeout=max(60.0, requests / 500))
+    elapsed = time.perf_counter() - began
+    cpu = process_cpu_s(pid) - cpu_before
+    assert sender.transport is not None
+    assert sender.first_answer is not None
+    sender.transport.close()
+    answer = decode_frame(sender.first_answer)
+    if answer.code != ResponseCode.SUCCESS:
+        raise SystemExit(f"the broker refused the send: code {answer.code}, {answer.remark}")
+    return requests / elapsed, cpu / requests * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--in-flight", type=int, default=16, help="like the tools' -w 16")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pocketmq-send-path-") as work:
+        server = start_up_process(Path(work) / "data", Path(work) / "up.log")
+        try:
+            broker = server.named_address("broker-a")
+            # The first sends create the topic from TBW102; warm up before measuring.
+            asyncio.run(one_round(broker, server.process.pid, 5_000, args.in_flight))
+            rates, costs = [], []
+            for number in range(1, args.rounds + 1):
+                rate, cost = asyncio.run(
+                    one_round(broker, server.process.pid, args.requests, args.in_flight)
+                )
+                rates.append(rate)
+                costs.append(cost)
+                sys.stderr.write(
+                    f"round {number}: {rate:,.0f} requests/s, broker CPU {cost:.1f} us a request\n"
+                )
+        finally:
+            server.stop()
+    print(
+        f"median: {statistics.median(rates):,.0f} requests/s, broker CPU "
+        f"{statistics.median(costs):.1f} us a request ({args.requests:,} x 1 KiB sends, "
+        f"{args.in_flight} in flight)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
