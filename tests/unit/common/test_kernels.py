@@ -18,6 +18,8 @@ import pocketmq
 from pocketmq.common import constants, hash_kernel, property_kernel, stored_layout
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
+from pocketmq.remoting import header_kernel, headers
+from pocketmq.remoting.errors import RemoteProtocolError
 from pocketmq.spark import records_kernel
 from pocketmq.store.index_file import index_key_hash
 from tests.unit.common.kernel_source import interpreted
@@ -59,6 +61,7 @@ def test_every_kernel_is_found() -> None:
     assert {k.__name__ for k in KERNELS} >= {
         "pocketmq.common.hash_kernel",
         "pocketmq.common.property_kernel",
+        "pocketmq.remoting.header_kernel",
         "pocketmq.spark.records_kernel",
     }
 
@@ -67,6 +70,11 @@ def test_the_compiled_kernels_are_the_ones_in_use() -> None:
     assert _compiled(hash_kernel) == KERNEL_COMPILED
     expected = hash_kernel.index_hash if KERNEL_COMPILED else pure_index_hash
     assert index_key_hash is expected
+    assert _compiled(header_kernel) == headers.KERNEL_COMPILED
+    expected_reader = (
+        headers._kernel_then_careful if headers.KERNEL_COMPILED else headers._binary_ext_fields
+    )
+    assert headers._EXT_FIELDS is expected_reader
     records = pytest.importorskip("pocketmq.spark.records")  # needs pyarrow
     assert _compiled(records_kernel) == records.KERNEL_COMPILED
 
@@ -84,6 +92,47 @@ def test_index_properties_reads_tags_keys_and_unique_key(text: str) -> None:
     expected = (decoded.get("TAGS"), decoded.get("KEYS", ""), decoded.get("UNIQ_KEY"))
     assert property_kernel.index_properties(text) == expected
     assert _PROPERTY_KERNEL.index_properties(text) == expected
+
+
+_HEADER_KERNEL = interpreted(header_kernel)
+_TEXTS = st.sampled_from(["", "a", "topic", "é", "\x00", "UNIQ_KEY\x01x\x02"]).map(str.encode)
+_ENTRY = st.tuples(_TEXTS, _TEXTS).map(
+    lambda kv: len(kv[0]).to_bytes(2, "big") + kv[0] + len(kv[1]).to_bytes(4, "big") + kv[1]
+)
+
+
+@given(
+    st.lists(_ENTRY, max_size=5).map(b"".join),
+    st.lists(st.tuples(st.integers(0, 200), st.binary(min_size=1, max_size=2)), max_size=2),
+    st.integers(0, 3),
+)
+def test_the_binary_ext_fields_read_the_same_in_both_builds(
+    block: bytes, damage: list[tuple[int, bytes]], cut: int
+) -> None:
+    """Well-formed blocks, and blocks with bytes overwritten (lengths that overrun or turn
+    negative, bad UTF-8) or cut short: the kernel reads what the careful reader reads, and
+    gives up (None) exactly where it raises."""
+    data = bytearray(block)
+    for position, replacement in damage:
+        if position < len(data):
+            data[position : position + len(replacement)] = replacement
+    padded = b"HEAD" + bytes(data[: max(0, len(data) - cut)])
+    try:
+        expected: dict[str, str] | None = headers._binary_ext_fields(padded, 4, len(padded))
+    except RemoteProtocolError:
+        expected = None
+    assert header_kernel.binary_ext_fields(padded, 4, len(padded)) == expected
+    assert _HEADER_KERNEL.binary_ext_fields(padded, 4, len(padded)) == expected
+
+
+def test_a_key_length_with_its_top_bit_set_is_negative_in_both_builds() -> None:
+    """Java reads the key length as a signed short: 0x8001 is negative, not 32,769 bytes."""
+    key_length = 0x8001
+    data = key_length.to_bytes(2, "big") + b"k" * key_length + (1).to_bytes(4, "big") + b"v"
+    with pytest.raises(RemoteProtocolError, match="negative"):
+        headers._binary_ext_fields(data, 0, len(data))
+    assert header_kernel.binary_ext_fields(data, 0, len(data)) is None
+    assert _HEADER_KERNEL.binary_ext_fields(data, 0, len(data)) is None
 
 
 def _split_the_old_way(
