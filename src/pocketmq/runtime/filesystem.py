@@ -15,13 +15,54 @@ and a file (or a deletion, or a rename) only after a `sync_directory` of its dir
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import logging
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 log = logging.getLogger(__name__)
+
+MADV_POPULATE_WRITE: Final = 23
+"""Linux 5.14's madvise that faults pages in writable, as a write would, without writing."""
+
+
+class _PageMaker:
+    """Makes the pages of a shared mapping writable ahead of its writer, off the event loop.
+
+    A first write to a page of a new file costs a fault that maps the page, allocates its block
+    and marks it writable: about 1.8 us a 1 KiB write here, on the event loop. Pages read in
+    beforehand (`POSIX_FADV_WILLNEED`) still fault, at about 0.7 us; `MADV_POPULATE_WRITE`
+    takes the whole fault ahead (0.2 us a write left). It is called through ctypes, which lets
+    go of the GIL for the call, as `mmap.madvise` does not: on the warming thread the faults
+    then run beside the event loop instead of in turn with it. The call changes no byte."""
+
+    def __init__(self) -> None:
+        self._madvise: Callable[[int, int, int], int] | None = None
+        try:
+            madvise = ctypes.CDLL(None, use_errno=True).madvise
+        except (OSError, AttributeError):
+            return
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        madvise.restype = ctypes.c_int
+        self._madvise = madvise
+
+    def populate(self, address: int, length: int) -> bool:
+        """Faults `length` bytes at `address` in writable; False where the kernel cannot."""
+        if self._madvise is None:
+            return False
+        if self._madvise(address, length, MADV_POPULATE_WRITE) == 0:
+            return True
+        if ctypes.get_errno() == errno.EINVAL:  # a kernel before 5.14
+            log.debug("MADV_POPULATE_WRITE is not supported; pages are read in ahead instead")
+            self._madvise = None
+        return False
+
+
+_PAGE_MAKER: Final = _PageMaker()
 
 Buffer = mmap.mmap | bytearray
 
@@ -172,9 +213,15 @@ class OsMappedRegion:
 
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
-        self.buffer: Buffer = mmap.mmap(fd, size)
+        mapping = mmap.mmap(fd, size)
+        self.buffer: Buffer = mapping
         os.close(fd)
         self._closed = False
+        # Where the mapping starts, for `warm`: the ctypes view is dropped at once, as an
+        # exported buffer would keep the mapping from closing.
+        view = ctypes.c_char.from_buffer(mapping)
+        self._address = ctypes.addressof(view)
+        del view
 
     def sync(self) -> None:
         if self._closed:
@@ -198,9 +245,11 @@ class OsMappedRegion:
             self.buffer.madvise(mmap.MADV_NORMAL if enabled else mmap.MADV_RANDOM)
 
     def warm(self, start: int, end: int) -> None:
-        # A first write to a page of a new (sparse) file costs a fault that makes the page:
-        # 1-2 us a 1 KiB message on the event loop. Read in beforehand (the kernel's read-ahead,
-        # one call, no copy), the page is only mapped (0.4 us). Reading never changes the file.
+        # See `_PageMaker`; where it cannot, the pages are read in (the kernel's read-ahead,
+        # one call, no copy), which saves half the fault. Neither changes the file.
+        start -= start % mmap.PAGESIZE
+        if self._closed or _PAGE_MAKER.populate(self._address + start, end - start):
+            return
         if not hasattr(os, "posix_fadvise"):
             return
         try:

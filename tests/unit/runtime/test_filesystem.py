@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, create_sized_file
+from pocketmq.runtime.filesystem import _PAGE_MAKER, OS_FILE_SYSTEM, create_sized_file
 
 
 def open_descriptors() -> int:
@@ -49,3 +49,26 @@ def test_reading_a_file_in_ahead_keeps_its_bytes_and_survives_its_deletion(tmp_p
     path.unlink()
     region.warm(0, 1 << 20)  # a file deleted meanwhile (retention): nothing to read, no error
     region.close()
+
+
+def test_pages_made_ahead_keep_their_bytes_and_a_closed_region_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    """`warm` faults pages in writable (`MADV_POPULATE_WRITE`) where the kernel can: from an
+    unaligned start, over written and unwritten pages, it changes no byte, and after the
+    region closes it touches nothing."""
+    path = tmp_path / f"{0:020d}"
+    create_sized_file(OS_FILE_SYSTEM, path, 1 << 20)
+    region = OS_FILE_SYSTEM.map(path, 1 << 20)
+    region.buffer[5000:5005] = b"hello"
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
+    if os.uname().sysname == "Linux" and release >= (5, 14):
+        assert _PAGE_MAKER.populate(region._address, 4096)  # type: ignore[attr-defined]
+    region.warm(4100, 1 << 20)
+    region.buffer[8192:8197] = b"world"
+    region.sync()
+    data = path.read_bytes()
+    assert (data[5000:5005], data[8192:8197]) == (b"hello", b"world")
+    assert data.count(0) == (1 << 20) - 10
+    region.close()
+    region.warm(0, 1 << 20)  # unmapped by now: not populated, no error
