@@ -386,9 +386,11 @@ class SendHandler:
         remark: str | None,
         fields: Mapping[str, str] | None = None,
     ) -> RemotingCommand:
-        ext_fields = dict(fields) if fields else {}
-        ext_fields[PROPERTY_MSG_REGION] = self.settings.region_id
-        ext_fields[PROPERTY_TRACE_SWITCH] = "true" if self.settings.trace_on else "false"
+        ext_fields = {
+            **(fields or {}),
+            PROPERTY_MSG_REGION: self.settings.region_id,
+            PROPERTY_TRACE_SWITCH: "true" if self.settings.trace_on else "false",
+        }
         return RemotingCommand.response_to(request, code, remark, ext_fields)
 
     def _answer_put(

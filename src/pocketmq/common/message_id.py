@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Sequence
+from functools import lru_cache
 
 from pocketmq.common.stored_message import HostAddress, pack_host
 
@@ -25,9 +26,15 @@ def create_offset_msg_id(store_host: HostAddress, physical_offset: int) -> str:
 def offset_msg_ids(store_host: HostAddress, physical_offsets: Sequence[int]) -> str:
     """The comma-joined offset message ids of a put's records (a send answer's `msgId`): the
     host part is encoded once."""
-    host = pack_host(store_host).hex().upper()
+    host = _host_hex(store_host)
     # A CommitLog offset is never negative, so 16 hex digits are its big-endian long.
     return ",".join([f"{host}{offset:016X}" for offset in physical_offsets])
+
+
+@lru_cache(maxsize=64)
+def _host_hex(store_host: HostAddress) -> str:
+    # A broker answers every send with its own host: encoded once, not once a send.
+    return pack_host(store_host).hex().upper()
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:
