@@ -44,6 +44,10 @@ from pocketmq.store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
+AppendedRecord = tuple[int, int, int, int, int, str]
+"""What `CommitLog.append` wrote for one message: its CommitLog offset, size, queue id, queue
+offset, stored sys flag and stored properties text, so that dispatch need not parse it back."""
+
 _packed_host = lru_cache(maxsize=1024)(pack_host)
 
 
@@ -111,13 +115,14 @@ class CommitLog:
         *,
         store_timestamp: int | None = None,
         store_host: HostAddress | None = None,
+        appended: list[AppendedRecord] | None = None,
     ) -> PutResult:
         """Appends one message, or a batch of messages of one topic and queue, as one unit.
 
         Returns a `PutResult` whose status says why nothing was written when it is not PUT_OK;
-        on PUT_OK every message's `queue_offset` is filled in. `store_timestamp` and
-        `store_host` replace the clock and this log's host: a replicated log writes the same
-        bytes on every replica.
+        on PUT_OK every message's `queue_offset` is filled in, and each record written is added
+        to `appended` when given. `store_timestamp` and `store_host` replace the clock and this
+        log's host: a replicated log writes the same bytes on every replica.
         """
         if not messages:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch holds no message")
@@ -163,7 +168,7 @@ class CommitLog:
                 sys_flag = host_flags(message.sys_flag, len(born_host), len(packed_store_host))
             tail = topic_part + len(properties).to_bytes(2, "big") + properties
             size = fixed.size + len(body) + len(tail)
-            prepared.append((message, born_host, fixed, tail, size, sys_flag))
+            prepared.append((message, born_host, fixed, tail, size, sys_flag, text))
             total += size
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutResult(
@@ -178,7 +183,7 @@ class CommitLog:
         base = mapped.file_from_offset
         offsets = []
         next_queue_offset = queue_offset
-        for message, born_host, fixed, tail, size, sys_flag in prepared:
+        for message, born_host, fixed, tail, size, sys_flag, text in prepared:
             body = message.body
             message.queue_offset = next_queue_offset
             fixed.pack_into(
@@ -205,6 +210,10 @@ class CommitLog:
             buf[start:end] = body
             buf[end : end + len(tail)] = tail
             offsets.append(base + pos)
+            if appended is not None:
+                appended.append(
+                    (base + pos, size, message.queue_id, next_queue_offset, sys_flag, text)
+                )
             pos += size
             next_queue_offset += 1
         mapped.wrote_position = pos

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, Protocol
 
@@ -43,7 +44,7 @@ from pocketmq.common.stored_message import (
     peek_size_and_magic,
 )
 from pocketmq.common.topic_names import SCHEDULE_TOPIC
-from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.commitlog import AppendedRecord, CommitLog
 from pocketmq.store.index import IndexService
 
 log = logging.getLogger(__name__)
@@ -220,11 +221,29 @@ def _request(
         # left zeroed is caught here too.
         if "\0" in topic or (properties and properties[-1] != PROPERTY_SEPARATOR):
             raise MessageDecodeError(f"record at {expected_offset}: torn topic or properties")
+    return describe_record(
+        topic, queue_id, physical_offset, size, store_timestamp, queue_offset, sys_flag,
+        properties,
+    )  # fmt: skip
+
+
+def describe_record(
+    topic: str,
+    queue_id: int,
+    commit_log_offset: int,
+    size: int,
+    store_timestamp: int,
+    queue_offset: int,
+    sys_flag: int,
+    properties: str,
+) -> DispatchRequest:
+    """The request for a record whose fields are known: parsed back from the CommitLog, or
+    handed over by the append that wrote them (`Dispatcher.expect`); both go through here."""
     tags, keys, uniq_key = index_properties(properties)
     return DispatchRequest(
         topic,
         queue_id,
-        physical_offset,
+        commit_log_offset,
         size,
         tags_code(tags) if tags else 0,
         store_timestamp,
@@ -246,6 +265,9 @@ class DispatchTarget(Protocol):
 _RUN: Final = 256
 """Records parsed before the targets take them: per-run work (headers, lookups) is paid once per
 run, and the run is short enough that held pulls hear of new messages without delay."""
+KNOWN_MAX: Final = 100_000
+"""Records handed over by appends and not yet dispatched, at most: past it (dispatch stopped or
+far behind) appends hand nothing over, and dispatch parses those records instead."""
 
 
 class Dispatcher:
@@ -269,6 +291,51 @@ class Dispatcher:
         self.reput_offset = 0
         self.last_store_timestamp = 0
         self.on_dispatched: list[Callable[[DispatchRequest], None]] = []
+        # Requests for records the append path just wrote, in CommitLog order: dispatch takes
+        # them instead of parsing those records back (about 40 % of its work a record).
+        self._known: deque[DispatchRequest] = deque()
+
+    def expect(self, topic: str, store_timestamp: int, records: Sequence[AppendedRecord]) -> None:
+        """Takes what an append wrote (`CommitLog.append`'s `appended`), so that dispatch does
+        not parse those records back. Recovery, replicas and anything appended otherwise are
+        parsed; a record is taken from here only at exactly the offset dispatch reaches."""
+        known = self._known
+        if len(known) >= KNOWN_MAX:
+            return
+        delays = self.schedule_delays_ms
+        for offset, size, queue_id, queue_offset, sys_flag, properties in records:
+            request = describe_record(
+                topic, queue_id, offset, size, store_timestamp, queue_offset, sys_flag, properties
+            )
+            if topic == SCHEDULE_TOPIC:
+                request = with_deliver_timestamp(request, delays)
+            known.append(request)
+
+    def forget_expected(self) -> None:
+        """Drops what appends handed over: the CommitLog was cut back, so the offsets may name
+        other records by now."""
+        self._known.clear()
+
+    def _dispatch_known(self, max_records: int) -> int:
+        """Hands over the expected records that continue `reput_offset`; returns how many."""
+        known = self._known
+        offset = self.reput_offset
+        while known and known[0].commit_log_offset < offset:
+            known.popleft()  # dispatched by parsing meanwhile
+        count = 0
+        run: list[DispatchRequest] = []
+        while known and count < max_records and known[0].commit_log_offset == offset:
+            request = known.popleft()
+            run.append(request)
+            offset += request.size
+            count += 1
+            if len(run) == _RUN:
+                self._hand_over(run)
+                self.reput_offset = offset
+                run = []
+        self._hand_over(run)
+        self.reput_offset = offset
+        return count
 
     def dispatch_available(self, max_records: int = 100_000) -> int:
         """Dispatches up to `max_records` new records; returns how many it dispatched.
@@ -283,6 +350,11 @@ class Dispatcher:
         commit_log = self._commit_log
         count = 0
         while count < max_records and self.reput_offset < commit_log.max_offset:
+            if self._known:
+                taken = self._dispatch_known(max_records - count)
+                if taken:
+                    count += taken
+                    continue
             found = commit_log.view_from(self.reput_offset)
             if found is None:
                 log.error("dispatch offset %d is outside the commit log", self.reput_offset)

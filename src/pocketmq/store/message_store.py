@@ -30,7 +30,7 @@ from pocketmq.store.api import (
     Replication,
 )
 from pocketmq.store.checkpoint import Checkpoint
-from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.commitlog import AppendedRecord, CommitLog
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.consume_queue_table import ConsumeQueueTable
 from pocketmq.store.dispatch import Dispatcher, IndexTarget
@@ -374,10 +374,14 @@ class MessageStore:
     ) -> PutResult:
         if self.disk_error is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_error)
+        appended: list[AppendedRecord] = []
         try:
-            return self.commit_log.append(
-                messages, store_timestamp=store_timestamp, store_host=store_host
+            result = self.commit_log.append(
+                messages, store_timestamp=store_timestamp, store_host=store_host, appended=appended
             )
+            if appended:
+                self.dispatcher.expect(messages[0].topic, result.store_timestamp, appended)
+            return result
         except OSError as error:
             log.error("store at %s: cannot create the next commit log file: %s", self.root, error)
             return PutResult(
@@ -429,6 +433,7 @@ class MessageStore:
             self.commit_log.queue_offsets.set(topic, queue_id, queue.max_offset)
         self.index.truncate(offset)
         self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+        self.dispatcher.forget_expected()
 
     def _schedule_dispatch_if_running(self) -> None:
         try:
