@@ -3,7 +3,9 @@
 Everything derived from the CommitLog (ConsumeQueue entries, index entries, wake-ups of held
 pulls) is built here from the records themselves, so a master, a replica copying raw bytes
 and a recovery after a crash all take the same path. Both targets ignore entries they already
-have, so dispatching a range twice is harmless.
+have, so dispatching a range twice is harmless. One shortcut: a put hands over what it just
+wrote (`Dispatcher.expect`), and dispatch takes that instead of parsing the same records back;
+both kinds of request are made by `describe_record`, and tests hold them equal.
 
 Entries of SCHEDULE_TOPIC_XXXX (delayed messages waiting in queue level-1) carry their delivery
 time instead of a tag hash as tag code, as RocketMQ's CommitLog computes it: store time plus the
