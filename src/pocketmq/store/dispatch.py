@@ -267,9 +267,10 @@ class DispatchTarget(Protocol):
 _RUN: Final = 256
 """Records parsed before the targets take them: per-run work (headers, lookups) is paid once per
 run, and the run is short enough that held pulls hear of new messages without delay."""
-KNOWN_MAX: Final = 100_000
-"""Records handed over by appends and not yet dispatched, at most: past it (dispatch stopped or
-far behind) appends hand nothing over, and dispatch parses those records instead."""
+KNOWN_MAX: Final = 8_192
+"""Records handed over by appends and not yet dispatched, at most (a few MiB): past it (dispatch
+stopped, or puts ran without a turn of the event loop between them) appends hand nothing over,
+and dispatch parses those records instead."""
 
 
 class Dispatcher:
