@@ -24,10 +24,12 @@ from typing import Final
 from pocketmq.common.constants import (
     COMPRESSED_FLAG,
     KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_SEPARATOR,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELAY_MS,
@@ -51,6 +53,9 @@ SYSTEM_PROPERTY_KEYS: Final = frozenset(
     }
 )
 """Keys a `Message` sets from its own fields; `properties` may not name them."""
+_TAGS_FIELD: Final = PROPERTY_TAGS + NAME_VALUE_SEPARATOR
+_KEYS_FIELD: Final = PROPERTY_KEYS + NAME_VALUE_SEPARATOR
+_UNIQ_KEY_FIELD: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -114,6 +119,32 @@ class Message:
             PropertyError: a key or value is empty or holds a separator character.
             ValueError: a user property uses a system key (tags, keys, ...): set the field.
         """
+        if (
+            not self.properties
+            and self.delay_level <= 0
+            and self.wait_store_msg_ok
+            and self.deliver_time_ms is None
+            and self.delay_ms is None
+        ):
+            # The usual message (tags, keys and an id): built directly, in the order the
+            # general path gives, for every message a producer sends.
+            tags = self.tags or None
+            keys = self.keys_text
+            texts = (tags or "") + (keys or "") + (unique_id or "")
+            if (
+                unique_id != ""
+                and NAME_VALUE_SEPARATOR not in texts
+                and PROPERTY_SEPARATOR not in texts
+            ):
+                text = f"{_TAGS_FIELD}{tags}{PROPERTY_SEPARATOR}" if tags else ""
+                if keys:
+                    text += f"{_KEYS_FIELD}{keys}{PROPERTY_SEPARATOR}"
+                if unique_id:
+                    text += f"{_UNIQ_KEY_FIELD}{unique_id}{PROPERTY_SEPARATOR}"
+                return text
+        return self._encode_any_properties(unique_id)
+
+    def _encode_any_properties(self, unique_id: str | None) -> str:
         clash = SYSTEM_PROPERTY_KEYS.intersection(self.properties)
         if clash:
             raise ValueError(

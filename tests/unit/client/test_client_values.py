@@ -4,6 +4,7 @@ queue choice and the commit point of a consumed queue."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -286,3 +287,49 @@ def test_the_commit_point_never_passes_an_unfinished_message(count: int, rng: ob
         assert queue.commit_offset() == (min(unfinished) if unfinished else 100 + count)
     assert queue.held_count == 0
     assert queue.held_bytes == 0
+
+
+_PROPERTY_TEXTS = st.one_of(
+    st.none(), st.sampled_from(["", "TagA", "a b", "é", "x\x01y", "x\x02", "7F00000100002A9F"])
+)
+_KEYS = st.one_of(_PROPERTY_TEXTS, st.lists(st.sampled_from(["k1", "", "é", "k\x02"])))
+
+
+def _encoded(message: Message, unique_id: str | None) -> tuple[str, str]:
+    """What `encode_properties` and the general path (`_encode_any_properties`) give: the
+    string, or the error."""
+
+    def outcome(encode: Callable[[str | None], str]) -> str:
+        try:
+            return encode(unique_id)
+        except ValueError as exc:  # PropertyError too
+            return f"{type(exc).__name__}: {exc}"
+
+    return outcome(message.encode_properties), outcome(message._encode_any_properties)
+
+
+@given(tags=_PROPERTY_TEXTS, keys=_KEYS, unique_id=_PROPERTY_TEXTS)
+def test_the_usual_properties_encode_as_the_general_path_encodes_them(
+    tags: str | None, keys: str | list[str] | None, unique_id: str | None
+) -> None:
+    """A message of tags, keys and an id has its string built directly: the same string, or
+    the same error, as the general path gives."""
+    direct, general = _encoded(Message("T", b"x", tags=tags, keys=keys), unique_id)
+    assert direct == general
+
+
+@pytest.mark.parametrize(
+    "unusual",
+    [
+        {"properties": {"a": "b"}},
+        {"properties": {"TAGS": "x"}},
+        {"delay_level": 3},
+        {"wait_store_msg_ok": False},
+        {"deliver_time_ms": 1_700_000_000_000},
+        {"delay_ms": 1_000},
+    ],
+)
+def test_any_other_message_takes_the_general_path(unusual: dict[str, object]) -> None:
+    message = Message("T", b"x", tags="TagA", keys=["k1", "k2"], **unusual)  # type: ignore[arg-type]
+    direct, general = _encoded(message, "7F00000100002A9F")
+    assert direct == general
