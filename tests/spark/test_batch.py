@@ -99,6 +99,20 @@ def test_batch_write_round_trips(spark: SparkSession, cluster: ServerProcess) ->
     assert sorted(r.keys for r in back) == sorted(f"k{n}" for n in range(1000))
 
 
+def test_batch_write_of_usual_rows_round_trips(spark: SparkSession, cluster: ServerProcess) -> None:
+    """Rows without user properties: encoded from their columns straight into batch bodies."""
+    topic = create_topic(cluster.address, "batch-write-usual")
+    rows = [(f"row {n}", f"k{n}" if n % 3 else None, "odd" if n % 2 else "") for n in range(1000)]
+    frame = spark.createDataFrame(rows, "body string, keys string, tags string").repartition(3)
+    frame.write.format("pocketmq").option("namesrv", cluster.address).option("topic", topic).option(
+        "batchSize", "64"
+    ).mode("append").save()
+    back = read(spark, cluster.address, topic=topic).collect()
+    assert sorted((r.body.decode(), r.keys, r.tags or "") for r in back) == sorted(rows)
+    assert len({r.msgId for r in back}) == len(rows)
+    assert all(r.properties == {} for r in back)
+
+
 def test_bad_options_fail_at_planning_with_a_clear_error(
     spark: SparkSession, cluster: ServerProcess
 ) -> None:

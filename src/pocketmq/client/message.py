@@ -395,6 +395,16 @@ class UniqueIdGenerator:
         since = (now_ms - self._month_start_ms) & 0xFFFFFFFF
         return f"{self._prefix}{since:08X}{self._counter:04X}"
 
+    def next_many(self, now_ms: int, count: int) -> list[str]:
+        """`count` new ids for messages made at `now_ms`: what `count` calls of `next` give."""
+        if now_ms >= self._next_month_start_ms or now_ms < self._month_start_ms:
+            self._set_month(now_ms)
+        since = (now_ms - self._month_start_ms) & 0xFFFFFFFF
+        head = f"{self._prefix}{since:08X}"
+        first = self._counter + 1
+        self._counter = (self._counter + count) & 0xFFFF
+        return [f"{head}{counter & 0xFFFF:04X}" for counter in range(first, first + count)]
+
     def _set_month(self, now_ms: int) -> None:
         local = datetime.fromtimestamp(now_ms / 1000, tz=UTC).astimezone()
         start = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

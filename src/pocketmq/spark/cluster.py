@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Final, TypeVar
 from pocketmq.client.admin import AdminClient, AdminError
 from pocketmq.client.aio import Message, Producer
 from pocketmq.client.credentials import SessionCredentials
-from pocketmq.client.message import MessageQueue
+from pocketmq.client.message import MessageQueue, UniqueIdGenerator
+from pocketmq.client.producer.wire import PreparedSend
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.route import TopicRouteData
 from pocketmq.common.stored_message import StoredMessage, decode_records
@@ -306,6 +307,29 @@ class Cluster:
         else:
             result = await producer.send(messages[0], queue=queue)
         return result.queue, result.queue_offset + len(messages)
+
+    def submit_prepared(
+        self, prepared: PreparedSend, queue: MessageQueue | None = None
+    ) -> Future[tuple[MessageQueue, int]]:
+        """`submit_send` for a batch the caller encoded (`batch_bodies.encode_rows`)."""
+        return self._loop.submit(self._send_prepared(prepared, queue))
+
+    async def _send_prepared(
+        self, prepared: PreparedSend, queue: MessageQueue | None
+    ) -> tuple[MessageQueue, int]:
+        producer = await self._started_producer()
+        result = await producer.send_prepared(prepared, queue=queue)
+        return result.queue, result.queue_offset + len(prepared.msg_ids)
+
+    def id_generator(self) -> UniqueIdGenerator:
+        """A source of message ids (UNIQ_KEY) for one task's rows, made as the sink's producer
+        makes its own: its address, this process and random bits of its own."""
+
+        async def make() -> UniqueIdGenerator:
+            instance = (await self._started_producer()).instance
+            return UniqueIdGenerator(instance.ip, instance.rng.getrandbits(32))
+
+        return self.run(make())
 
     async def _started_producer(self) -> Producer:
         # Sends start side by side: the first creates the producer, all wait for its start. A

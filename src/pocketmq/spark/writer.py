@@ -30,11 +30,19 @@ from pyspark.sql.datasource import (
 
 from pocketmq.client.aio import Message
 from pocketmq.client.message import MessageQueue
+from pocketmq.client.producer.wire import PreparedSend
+from pocketmq.spark.batch_bodies import encode_rows
 from pocketmq.spark.cluster import Cluster
 from pocketmq.spark.offsets import parse_queue_key, queue_key
 from pocketmq.spark.options import WriteOptions
 from pocketmq.spark.rows import to_messages
-from pocketmq.spark.sink_chunks import SINK_PROPERTY, plan_chunks, stored_digest, task_tag
+from pocketmq.spark.sink_chunks import (
+    CHUNK_BYTES,
+    SINK_PROPERTY,
+    plan_chunks,
+    stored_digest,
+    task_tag,
+)
 
 PAUSE_AFTER_COMMIT = "POCKETMQ_SPARK_SINK_PAUSE_AFTER_COMMIT"
 """Fault tests only: `<batchId>:<file>` makes the sink, once it committed that batch, create the
@@ -74,6 +82,11 @@ class _Sender:
 
     def send(self, messages: list[Message], queue: MessageQueue | None = None) -> None:
         self._flying.append((len(messages), self.cluster.submit_send(messages, queue)))
+        if len(self._flying) >= self.window:
+            self._land_one()
+
+    def send_prepared(self, prepared: PreparedSend) -> None:
+        self._flying.append((len(prepared.msg_ids), self.cluster.submit_prepared(prepared)))
         if len(self._flying) >= self.window:
             self._land_one()
 
@@ -122,11 +135,26 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Sent:
-        sender = _Sender(Cluster.of(self.options.connection), self.options.topic, IN_FLIGHT)
-        messages = _messages(iterator, self.options.topic)
-        for chunk in plan_chunks(messages, Counter(), rows_max=self.options.batch_rows):
-            for batch in _by_topic(chunk).values():
-                sender.send(batch)
+        cluster = Cluster.of(self.options.connection)
+        topic = self.options.topic
+        rows_max = self.options.batch_rows
+        sender = _Sender(cluster, topic, IN_FLIGHT)
+        ids = cluster.id_generator()
+        for batch in iterator:
+            sends = encode_rows(
+                batch, topic, ids, time.time_ns() // 1_000_000, rows_max=rows_max,
+                bytes_max=CHUNK_BYTES,
+            )  # fmt: skip
+            if sends is not None:
+                for prepared in sends:
+                    sender.send_prepared(prepared)
+                continue
+            # Rows the encoder leaves to messages: user properties, several topics, or
+            # something to refuse, which this path words.
+            messages = to_messages(batch, topic)
+            for chunk in plan_chunks(messages, Counter(), rows_max=rows_max):
+                for same_topic in _by_topic(chunk).values():
+                    sender.send(same_topic)
         return sender.finish()
 
 

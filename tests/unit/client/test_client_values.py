@@ -55,6 +55,21 @@ def test_unique_ids_are_32_upper_hex_and_distinct() -> None:
 
 
 @given(
+    st.lists(
+        st.tuples(st.integers(-40 * 86_400_000, 40 * 86_400_000), st.integers(0, 70_000)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_many_ids_at_once_are_the_ids_one_at_a_time(calls: list[tuple[int, int]]) -> None:
+    """Across counter wraps and month starts, in both directions of the clock."""
+    many, single = _ids(), _ids()
+    for shift_ms, count in calls:
+        now_ms = NOW_MS + shift_ms
+        assert many.next_many(now_ms, count) == [single.next(now_ms) for _ in range(count)]
+
+
+@given(
     st.dictionaries(
         st.text(st.characters(blacklist_characters="\x01\x02"), min_size=1, max_size=8).filter(
             lambda k: k not in {"TAGS", "KEYS", "DELAY", "WAIT", "UNIQ_KEY"}

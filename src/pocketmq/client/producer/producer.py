@@ -364,6 +364,20 @@ class Producer:
             return await self._send_to_queue(prepared, queue, self.send_timeout_s)
         return await self._send_with_retries(prepared)
 
+    async def send_prepared(
+        self, prepared: PreparedSend, *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Sends a request prepared by the caller (`wire.prepared_batch`): for callers that
+        encode many messages at once, as the Spark sink does from Arrow columns.
+
+        Raises:
+            RocketMQError: as `send`.
+        """
+        self._check_started()
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, self.send_timeout_s)
+        return await self._send_with_retries(prepared)
+
     async def recall(self, topic: str, recall_handle: str) -> str:
         """Cancels a timer message before its delivery time (RocketMQ 5's `recallMessage`).
 

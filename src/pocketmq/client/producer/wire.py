@@ -181,13 +181,38 @@ def prepare_batch(
         body = encode_batch_body(entries)
     except BatchError as exc:
         raise MessageError(f"cannot encode the batch: {exc}") from None
+    return prepared_batch(
+        topic, body, unique_ids, wait_store_msg_ok=wait, max_message_bytes=max_message_bytes
+    )
+
+
+def prepared_batch(
+    topic: str,
+    body: bytes,
+    unique_ids: Sequence[str],
+    *,
+    wait_store_msg_ok: bool = True,
+    max_message_bytes: int = MAX_MESSAGE_SIZE_DEFAULT,
+) -> PreparedSend:
+    """The send of a batch body encoded already (`encode_batch_body`, or a caller's own
+    encoder of the same layout), whose entries carry `unique_ids` as their UNIQ_KEY.
+
+    Raises:
+        MessageError: the body is over `max_message_bytes`.
+    """
     if len(body) > max_message_bytes:
         raise MessageError(
             f"the batch is {len(body)} bytes, over the {max_message_bytes}-byte limit: send it "
             "in smaller batches"
         )
-    properties = encode_properties({PROPERTY_WAIT_STORE_MSG_OK: None if wait else "false"})
+    properties = _WAIT_PROPERTIES[wait_store_msg_ok]
     return PreparedSend(topic, body, properties, 0, 0, tuple(unique_ids), batch=True)
+
+
+_WAIT_PROPERTIES: Final = {
+    wait: encode_properties({PROPERTY_WAIT_STORE_MSG_OK: None if wait else "false"})
+    for wait in (True, False)
+}
 
 
 def _checked_body(message: Message, max_message_bytes: int) -> bytes:
