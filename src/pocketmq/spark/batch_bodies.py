@@ -9,7 +9,8 @@ separator character or an oversized text in tags or keys), and the writer sends 
 the general way, which words each error as before.
 
 Chunks are cut as `sink_chunks.plan_chunks` cuts them (rows and body bytes), within one Arrow
-batch.
+batch; a chunk of one row is a batch of one too. For the streaming sink each row also carries
+its `SPARK_SINK` tag, as `plan_chunks` sets it.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from pocketmq.common.constants import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
 from pocketmq.common.topic_names import TopicError, validate_topic_name
+from pocketmq.spark.sink_chunks import SINK_PROPERTY, content_digest
 
 _HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _TAGS: Final = PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 _KEYS: Final = PROPERTY_KEYS + NAME_VALUE_SEPARATOR
 _UNIQ_KEY: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
 _END: Final = PROPERTY_SEPARATOR
+_SINK: Final = SINK_PROPERTY + NAME_VALUE_SEPARATOR
 _ID_BYTES: Final = 32
 _TEXT_BYTES_MAX: Final = MAX_PROPERTIES_LENGTH - 64 - _ID_BYTES
 """Tags and keys together at most this long (UTF-8) keep an entry's properties in bounds."""
@@ -57,6 +60,7 @@ def encode_rows(
     rows_max: int,
     bytes_max: int,
     max_message_bytes: int = MAX_MESSAGE_SIZE_DEFAULT,
+    sink_prefix: str = "",
 ) -> Iterator[PreparedSend] | None:
     """The batch sends of `batch`'s rows, chunk by chunk; None when a row needs the general
     path (see the module docstring). Ids are taken as each chunk is encoded.
@@ -69,10 +73,12 @@ def encode_rows(
         rows_max: At most this many rows a chunk (`batchSize`).
         bytes_max: At most this many body bytes a chunk (`sink_chunks.CHUNK_BYTES`).
         max_message_bytes: The largest request body the broker takes.
+        sink_prefix: The streaming sink's task tag (`sink_chunks.task_tag`): each row then
+            carries `SPARK_SINK` = the tag and the row's digest, as `plan_chunks` tags it.
     """
     names = batch.schema.names
     topic = _one_topic(batch, default_topic)
-    if topic is None or batch.num_rows == 0:
+    if topic is None or batch.num_rows == 0 or _holds_separator_text(sink_prefix):
         return None
     body_column = batch.column("body")
     if body_column.type not in _BINARY_TYPES or body_column.null_count:
@@ -83,7 +89,7 @@ def encode_rows(
         return None
     if "properties" in names and _has_entries(batch.column("properties")):
         return None
-    texts_bytes = 0
+    texts_bytes = len(sink_prefix.encode()) + 32 if sink_prefix else 0
     columns: list[list[str | None] | None] = []
     for name in ("tags", "keys"):
         if name not in names:
@@ -100,9 +106,11 @@ def encode_rows(
     if texts_bytes > _TEXT_BYTES_MAX:
         return None
     bodies = _views(body_column)
+    tags, keys = columns
+    sink = _sink_values(topic, bodies, tags, keys, sink_prefix) if sink_prefix else None
     return _chunks(
-        topic, bodies, lengths.to_pylist(), columns[0], columns[1], ids, now_ms, rows_max,
-        bytes_max, max_message_bytes,
+        topic, bodies, lengths.to_pylist(), tags, keys, sink, ids, now_ms, rows_max, bytes_max,
+        max_message_bytes,
     )  # fmt: skip
 
 
@@ -112,6 +120,7 @@ def _chunks(
     lengths: list[int],
     tags: list[str | None] | None,
     keys: list[str | None] | None,
+    sink: list[str] | None,
     ids: UniqueIdGenerator,
     now_ms: int,
     rows_max: int,
@@ -132,6 +141,7 @@ def _chunks(
             unique_ids,
             tags[start:stop] if tags is not None else None,
             keys[start:stop] if keys is not None else None,
+            sink[start:stop] if sink is not None else None,
         )
         body = _body(bodies[start:stop], properties)
         yield prepared_batch(topic, body, unique_ids, max_message_bytes=max_message_bytes)
@@ -139,10 +149,23 @@ def _chunks(
 
 
 def _properties(
-    unique_ids: list[str], tags: list[str | None] | None, keys: list[str | None] | None
+    unique_ids: list[str],
+    tags: list[str | None] | None,
+    keys: list[str | None] | None,
+    sink: list[str] | None,
 ) -> list[bytes]:
     """Each row's properties string, as `Message.encode_properties` makes it (an empty text
-    sets nothing, as None does)."""
+    sets nothing, as None does; the sink's property comes last, as user properties do)."""
+    if sink is not None:
+        no_texts: list[str | None] = [None] * len(unique_ids)
+        return [
+            (
+                (f"{_TAGS}{t}{_END}" if t else "")
+                + (f"{_KEYS}{k}{_END}" if k else "")
+                + f"{_UNIQ_KEY}{u}{_END}{_SINK}{v}{_END}"
+            ).encode()
+            for t, k, u, v in zip(tags or no_texts, keys or no_texts, unique_ids, sink, strict=True)
+        ]
     if tags is None and keys is None:
         return [f"{_UNIQ_KEY}{u}{_END}".encode() for u in unique_ids]
     if tags is None:
@@ -185,6 +208,22 @@ def _views(column: pa.Array) -> list[memoryview]:
     return [view[start:end] for start, end in pairwise(offsets.tolist())]
 
 
+def _sink_values(
+    topic: str,
+    bodies: list[memoryview],
+    tags: list[str | None] | None,
+    keys: list[str | None] | None,
+    prefix: str,
+) -> list[str]:
+    """Each row's `SPARK_SINK` value: the task's tag and the row's digest (no user
+    properties: rows with some take the general path)."""
+    no_texts: list[str | None] = [None] * len(bodies)
+    return [
+        prefix + content_digest(topic, t or "", k or "", "[]", body)
+        for body, t, k in zip(bodies, tags or no_texts, keys or no_texts, strict=True)
+    ]
+
+
 def _one_topic(batch: pa.RecordBatch, default_topic: str | None) -> str | None:
     """The topic every row goes to, when it is one valid topic; else None."""
     topic = default_topic
@@ -216,6 +255,10 @@ def _has_entries(column: pa.Array | pa.ChunkedArray) -> bool:
         return True
     offsets = column.offsets  # of this slice; a null row spanning entries counts as entries
     return bool(offsets[-1].as_py() != offsets[0].as_py())
+
+
+def _holds_separator_text(text: str) -> bool:
+    return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text
 
 
 def _holds_separator(column: pa.Array | pa.ChunkedArray) -> bool:

@@ -43,12 +43,19 @@ def task_tag(sink_id: str, query: str, batch_id: int, partition: int) -> str:
 
 def row_digest(message: Message) -> str:
     """A hash of what the row carries: topic, body, tags, keys and user properties."""
-    digest = hashlib.blake2b(digest_size=10)
     properties = sorted((k, v) for k, v in message.properties.items() if k != SINK_PROPERTY)
-    for part in (message.topic, message.tags or "", message.keys_text or "", repr(properties)):
-        digest.update(part.encode())
-        digest.update(b"\0")
-    digest.update(message.body)
+    return content_digest(
+        message.topic, message.tags or "", message.keys_text or "", repr(properties), message.body
+    )
+
+
+def content_digest(
+    topic: str, tags: str, keys: str, properties: str, body: bytes | memoryview
+) -> str:
+    """`row_digest` from the row's parts (`properties`: the repr of its sorted user
+    properties, `[]` for none), for encoders that hold no `Message`."""
+    digest = hashlib.blake2b(f"{topic}\0{tags}\0{keys}\0{properties}\0".encode(), digest_size=10)
+    digest.update(body)
     return digest.hexdigest()
 
 

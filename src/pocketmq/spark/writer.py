@@ -16,7 +16,7 @@ import hashlib
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -85,8 +85,8 @@ class _Sender:
         if len(self._flying) >= self.window:
             self._land_one()
 
-    def send_prepared(self, prepared: PreparedSend) -> None:
-        self._flying.append((len(prepared.msg_ids), self.cluster.submit_prepared(prepared)))
+    def send_prepared(self, prepared: PreparedSend, queue: MessageQueue | None = None) -> None:
+        self._flying.append((len(prepared.msg_ids), self.cluster.submit_prepared(prepared, queue)))
         if len(self._flying) >= self.window:
             self._land_one()
 
@@ -218,9 +218,38 @@ class StreamWriter(DataSourceStreamArrowWriter):
         sender = _Sender(cluster, self.topic, IN_FLIGHT)
         sender.sent.query = query
         pause = _ChunkPause(batch_id)
-        chunks = plan_chunks(
-            _messages(iterator, self.topic), stored, rows_max=self.options.batch_rows, prefix=tag
-        )
+        if stored:  # a replay: every row is compared with what its earlier attempt stored
+            self._send_messages(_messages(iterator, self.topic), stored, tag, queue, sender, pause)
+            return sender.finish()
+        ids = cluster.id_generator()
+        for batch in iterator:
+            # Rows naming a topic go the general way, which refuses any other than the sink's.
+            sends = None
+            if "topic" not in batch.schema.names:
+                sends = encode_rows(
+                    batch, self.topic, ids, time.time_ns() // 1_000_000,
+                    rows_max=self.options.batch_rows, bytes_max=CHUNK_BYTES, sink_prefix=tag,
+                )  # fmt: skip
+            if sends is None:
+                self._send_messages(
+                    to_messages(batch, self.topic), stored, tag, queue, sender, pause
+                )
+                continue
+            for prepared in sends:
+                sender.send_prepared(prepared, queue)
+                pause.after_chunk(sender)
+        return sender.finish()
+
+    def _send_messages(
+        self,
+        messages: Iterable[Message],
+        stored: Counter[str],
+        tag: str,
+        queue: MessageQueue,
+        sender: _Sender,
+        pause: _ChunkPause,
+    ) -> None:
+        chunks = plan_chunks(messages, stored, rows_max=self.options.batch_rows, prefix=tag)
         for chunk in chunks:
             for message in chunk:
                 if message.topic != self.topic:
@@ -230,7 +259,6 @@ class StreamWriter(DataSourceStreamArrowWriter):
                     )
             sender.send(chunk, queue)
             pause.after_chunk(sender)
-        return sender.finish()
 
     def _rows_stored(self, cluster: Cluster, tag: str, *, retry: bool) -> Counter[str]:
         """Digests of the rows of this task's batch an earlier attempt stored, in any queue (a

@@ -16,9 +16,10 @@ from pocketmq.client.message import UniqueIdGenerator
 from pocketmq.client.producer.wire import PreparedSend, prepare_batch
 from pocketmq.spark.batch_bodies import encode_rows
 from pocketmq.spark.rows import to_messages
-from pocketmq.spark.sink_chunks import plan_chunks
+from pocketmq.spark.sink_chunks import plan_chunks, task_tag
 
 NOW_MS = 1_764_000_000_000
+SINK_TAG = task_tag("sink-1", "0123456789ab", 7, 3)
 PROPERTIES = pa.map_(pa.string(), pa.string())
 
 
@@ -27,20 +28,21 @@ def generator() -> UniqueIdGenerator:
 
 
 def general(
-    batch: pa.RecordBatch, topic: str | None, *, rows_max: int, bytes_max: int
+    batch: pa.RecordBatch, topic: str | None, *, rows_max: int, bytes_max: int, prefix: str = ""
 ) -> list[PreparedSend]:
     ids = generator()
     messages = to_messages(batch, topic)
-    return [
-        prepare_batch(chunk, ids, NOW_MS)
-        for chunk in plan_chunks(messages, Counter(), rows_max=rows_max, bytes_max=bytes_max)
-    ]
+    chunks = plan_chunks(messages, Counter(), rows_max=rows_max, bytes_max=bytes_max, prefix=prefix)
+    return [prepare_batch(chunk, ids, NOW_MS) for chunk in chunks]
 
 
 def encoded(
-    batch: pa.RecordBatch, topic: str | None, *, rows_max: int, bytes_max: int
+    batch: pa.RecordBatch, topic: str | None, *, rows_max: int, bytes_max: int, prefix: str = ""
 ) -> list[PreparedSend] | None:
-    sends = encode_rows(batch, topic, generator(), NOW_MS, rows_max=rows_max, bytes_max=bytes_max)
+    sends = encode_rows(
+        batch, topic, generator(), NOW_MS, rows_max=rows_max, bytes_max=bytes_max,
+        sink_prefix=prefix,
+    )  # fmt: skip
     return None if sends is None else list(sends)
 
 
@@ -89,18 +91,19 @@ def batches(draw: st.DrawFn) -> tuple[pa.RecordBatch, str | None, str | None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(batches(), st.integers(1, 50), st.integers(1, 20_000))
+@given(batches(), st.integers(1, 50), st.integers(1, 20_000), st.sampled_from(["", SINK_TAG]))
 def test_what_it_encodes_is_what_the_general_path_sends(
-    drawn: tuple[pa.RecordBatch, str | None, str | None], rows_max: int, bytes_max: int
+    drawn: tuple[pa.RecordBatch, str | None, str | None], rows_max: int, bytes_max: int, prefix: str
 ) -> None:
+    """For the batch writer, and for the streaming sink (each row tagged with its digest)."""
     batch, topic, goes_to = drawn
-    sends = encoded(batch, topic, rows_max=rows_max, bytes_max=bytes_max)
+    sends = encoded(batch, topic, rows_max=rows_max, bytes_max=bytes_max, prefix=prefix)
     if sends is None:
         # Left to the general path only for no topic, or a body longer than a chunk.
         longest = max(len(body) for body in batch.column("body").cast(pa.binary()).to_pylist())
         assert goes_to is None or longest > bytes_max
         return
-    assert sends == general(batch, topic, rows_max=rows_max, bytes_max=bytes_max)
+    assert sends == general(batch, topic, rows_max=rows_max, bytes_max=bytes_max, prefix=prefix)
     assert sum(len(send.msg_ids) for send in sends) == batch.num_rows
 
 
