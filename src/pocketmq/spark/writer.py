@@ -81,12 +81,13 @@ class _Sender:
         self._flying: deque[tuple[int, Future[tuple[MessageQueue, int]]]] = deque()
 
     def send(self, messages: list[Message], queue: MessageQueue | None = None) -> None:
-        self._flying.append((len(messages), self.cluster.submit_send(messages, queue)))
-        if len(self._flying) >= self.window:
-            self._land_one()
+        self._track(len(messages), self.cluster.submit_send(messages, queue))
 
     def send_prepared(self, prepared: PreparedSend, queue: MessageQueue | None = None) -> None:
-        self._flying.append((len(prepared.msg_ids), self.cluster.submit_prepared(prepared, queue)))
+        self._track(len(prepared.msg_ids), self.cluster.submit_prepared(prepared, queue))
+
+    def _track(self, rows: int, flying: Future[tuple[MessageQueue, int]]) -> None:
+        self._flying.append((rows, flying))
         if len(self._flying) >= self.window:
             self._land_one()
 
