@@ -128,7 +128,7 @@ class Message:
         ):
             # The usual message (tags, keys and an id): built directly, in the order the
             # general path gives, for every message a producer sends.
-            tags = self.tags or None
+            tags = self.tags
             keys = self.keys_text
             texts = (tags or "") + (keys or "") + (unique_id or "")
             if (

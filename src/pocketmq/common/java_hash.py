@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from importlib.machinery import ExtensionFileLoader
 from operator import mul
 from typing import Final
 
 from pocketmq.common import hash_kernel
+from pocketmq.common.kernels import compiled
 
-KERNEL_COMPILED: Final = isinstance(getattr(hash_kernel, "__loader__", None), ExtensionFileLoader)
+KERNEL_COMPILED: Final = compiled(hash_kernel)
 """Whether the hashes run in `hash_kernel` compiled by mypyc."""
 
 _MASK: Final = 0xFFFFFFFF

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import json
 import struct
-from importlib.machinery import ExtensionFileLoader
 from typing import Final, NoReturn
 
 import orjson
 
 from pocketmq.common.codes import LanguageCode, SerializeType
+from pocketmq.common.kernels import compiled
 from pocketmq.remoting import header_kernel
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import LocalProtocolError, RemoteProtocolError
@@ -471,7 +471,7 @@ def _binary_ext_fields(data: bytes, start: int, end: int) -> dict[str, str]:
     return ext_fields
 
 
-KERNEL_COMPILED: Final = isinstance(getattr(header_kernel, "__loader__", None), ExtensionFileLoader)
+KERNEL_COMPILED: Final = compiled(header_kernel)
 """Whether `header_kernel` was compiled; interpreted, its byte reads are slower than `struct`."""
 
 

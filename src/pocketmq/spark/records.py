@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from importlib.machinery import ExtensionFileLoader
 from typing import Final
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ from pocketmq.common.constants import (
     MESSAGE_MAGIC_CODE_V1,
     STOREHOSTADDRESS_V6_FLAG,
 )
+from pocketmq.common.kernels import compiled
 from pocketmq.common.stored_message import MessageDecodeError, parse_layout
 from pocketmq.spark import records_kernel
 from pocketmq.spark.records_kernel import Columns, decode_usual
@@ -184,9 +184,7 @@ def _decode_general(columns: Columns, buf: bytes, pos: int, start: int, end: int
 
 
 DECODERS: Final[dict[str, Decoder]] = {"interpreted": _decode_into, "kernel": decode_with_kernel}
-KERNEL_COMPILED: Final = isinstance(
-    getattr(records_kernel, "__loader__", None), ExtensionFileLoader
-)
+KERNEL_COMPILED: Final = compiled(records_kernel)
 """Whether `records_kernel` was compiled; interpreted, its byte reads are slower than `struct`."""
 _DECODE: Final = decode_with_kernel if KERNEL_COMPILED else _decode_into
 
