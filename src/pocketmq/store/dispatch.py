@@ -303,7 +303,7 @@ class Dispatcher:
         not parse those records back. Recovery, replicas and anything appended otherwise are
         parsed; a record is taken from here only at exactly the offset dispatch reaches."""
         known = self._known
-        if len(known) >= KNOWN_MAX:
+        if len(known) >= KNOWN_MAX:  # dispatch is far behind: it parses these records
             return
         delays = self.schedule_delays_ms
         for offset, size, queue_id, queue_offset, sys_flag, properties in records:
@@ -313,6 +313,11 @@ class Dispatcher:
             if topic == SCHEDULE_TOPIC:
                 request = with_deliver_timestamp(request, delays)
             known.append(request)
+
+    @property
+    def takes_expected(self) -> bool:
+        """Whether `expect` would take records now (fewer than `KNOWN_MAX` wait)."""
+        return len(self._known) < KNOWN_MAX
 
     def forget_expected(self) -> None:
         """Drops what appends handed over: the CommitLog was cut back, so the offsets may name

@@ -374,7 +374,8 @@ class MessageStore:
     ) -> PutResult:
         if self.disk_error is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_error)
-        appended: list[AppendedRecord] = []
+        # Nothing is collected while dispatch is too far behind to take it (`KNOWN_MAX`).
+        appended: list[AppendedRecord] | None = [] if self.dispatcher.takes_expected else None
         try:
             result = self.commit_log.append(
                 messages, store_timestamp=store_timestamp, store_host=store_host, appended=appended

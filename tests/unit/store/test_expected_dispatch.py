@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.java_hash import tags_code
 from pocketmq.common.topic_names import SCHEDULE_TOPIC
+from pocketmq.store import dispatch
 from pocketmq.store.api import MessageToStore
 from pocketmq.store.dispatch import Dispatcher, DispatchRequest
 from pocketmq.store.message_store import MessageStore
@@ -139,3 +141,20 @@ def test_dispatch_takes_the_handed_over_records_without_parsing_them(
     put(handed_over=True)
     store.truncate(store.commit_log.min_offset)
     assert not store.dispatcher._known  # type: ignore[attr-defined]
+
+
+def test_past_known_max_appends_hand_nothing_over(
+    open_store: Callable[..., MessageStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dispatch far behind: what appends write past `KNOWN_MAX` waiting is parsed instead."""
+    monkeypatch.setattr(dispatch, "KNOWN_MAX", 2)
+    store = open_store()
+    batch = [MessageToStore(topic="TopicA", body=b"x", properties="TAGS\x01a\x02")]
+    offsets = [store._append(batch).physical_offsets[0] for _ in range(3)]
+    known = store.dispatcher._known  # type: ignore[attr-defined]
+    assert [request.commit_log_offset for request in known] == offsets[:2]
+    assert store.dispatch_now() == 3
+    queue = store.consume_queues.find("TopicA", 0)
+    assert queue is not None
+    assert [entry[0] for entry in map(queue.entry, range(3)) if entry is not None] == offsets
+    assert not known
