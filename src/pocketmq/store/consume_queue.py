@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pocketmq.common.constants import CONSUME_QUEUE_UNIT_SIZE
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, Buffer, FileSystem
 from pocketmq.store.mapped_file import MappedFileQueue
+
+if TYPE_CHECKING:
+    from pocketmq.store.dispatch import DispatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +173,26 @@ class ConsumeQueue:
         _ENTRY.pack_into(mapped.buffer, mapped.wrote_position, physical_offset, size, tags_code)
         mapped.wrote_position += UNIT
         self.max_physical_end = physical_offset + size
+
+    def put_run(self, requests: Sequence[DispatchRequest]) -> None:
+        """`put` for the records of consecutive queue offsets: written with one copy when they
+        continue the last file and fit in it, one by one otherwise."""
+        first = requests[0]
+        last = self.files.files[-1] if self.files.files else None
+        size = len(requests) * UNIT
+        if last is not None and first.queue_offset * UNIT == last.wrote_offset:
+            position = last.wrote_position
+            if size <= last.file_size - position:
+                pack = _ENTRY.pack
+                last.buffer[position : position + size] = b"".join(
+                    [pack(r.commit_log_offset, r.size, r.tags_code) for r in requests]
+                )
+                last.wrote_position = position + size
+                end = requests[-1]
+                self.max_physical_end = end.commit_log_offset + end.size
+                return
+        for r in requests:
+            self.put(r.queue_offset, r.commit_log_offset, r.size, r.tags_code)
 
     # -- reading ---------------------------------------------------------------------------
     def _entry_at(self, byte_offset: int) -> tuple[int, int, int]:

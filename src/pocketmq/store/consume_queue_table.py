@@ -76,20 +76,27 @@ class ConsumeQueueTable:
             for request in requests:
                 self.dispatch(request)
             return
-        queues = self.queues
-        last_key: tuple[str, int] | None = None
-        queue: ConsumeQueue | None = None
+        # Records of one queue at consecutive offsets (mostly a batch) are written as one run.
+        run: list[DispatchRequest] = []
         for request in requests:
             if not request.goes_to_consume_queue:
                 continue
-            key = (request.topic, request.queue_id)
-            if key != last_key:  # a run is mostly batches of one queue
-                queue = queues.get(key) or self._create(*key)
-                last_key = key
-            assert queue is not None
-            queue.put(
-                request.queue_offset, request.commit_log_offset, request.size, request.tags_code
-            )
+            if run:
+                before = run[-1]
+                if (
+                    request.queue_offset != before.queue_offset + 1
+                    or request.queue_id != before.queue_id
+                    or request.topic != before.topic
+                ):
+                    self._put_run(run)
+                    run = []
+            run.append(request)
+        if run:
+            self._put_run(run)
+
+    def _put_run(self, run: list[DispatchRequest]) -> None:
+        key = (run[0].topic, run[0].queue_id)
+        (self.queues.get(key) or self._create(*key)).put_run(run)
 
     def dispatch(self, request: DispatchRequest) -> None:
         if request.goes_to_consume_queue:
