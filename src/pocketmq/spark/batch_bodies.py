@@ -1,4 +1,4 @@
-"""The batch writer's usual rows, encoded from their Arrow columns straight into batch sends.
+"""The Spark sink's usual rows, encoded from their Arrow columns straight into batch sends.
 
 A row becomes a batch entry (`pocketmq.common.batch`) whose properties are its TAGS, its KEYS
 and a new UNIQ_KEY, in the order `Message.encode_properties` gives them: the bytes sent are
