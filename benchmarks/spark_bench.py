@@ -10,7 +10,12 @@ warm-up query (the first query of a session starts Python workers):
 3. batch write: a DataFrame of `--rows` bodies written with `df.write.format("pocketmq")`;
 4. streaming write: the loaded topic streamed into another through the idempotent sink.
 
-`python benchmarks/spark_bench.py [--rows N] [--size BYTES] [--queues N] [--rounds N] [--json]`
+With `--cpu`, each path also reports the CPU it cost a row (user + system, from `/proc`): the
+broker's, Spark's JVM's and its Python workers' (the processes under this one that are neither
+the broker nor Java).
+
+`python benchmarks/spark_bench.py [--rows N] [--size BYTES] [--queues N] [--rounds N] [--cpu]
+[--json]`
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -65,6 +72,68 @@ async def load(namesrv: str, topic: str, rows: int, size: int) -> float:
     return time.perf_counter() - started
 
 
+class CpuMeter:
+    """CPU seconds (user + system) of this process's descendants, by kind. Spark's workers may
+    end during a run, so a thread reads them every 0.2 s and keeps each one's last reading."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self._broker_pid = broker_pid
+        self._last: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def totals(self) -> dict[str, float]:
+        self._sample()
+        with self._lock:
+            found: dict[str, float] = {"broker": 0.0, "jvm": 0.0, "python workers": 0.0}
+            for kind, seconds in self._last.values():
+                found[kind] = found.get(kind, 0.0) + seconds
+        return found
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample()
+
+    def _sample(self) -> None:
+        children: dict[int, list[int]] = {}
+        seconds: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        readings = {}
+        pending = list(children.get(os.getpid(), []))
+        for _ in range(10_000):  # a bounded walk of the tree below this process
+            if not pending:
+                break
+            pid = pending.pop()
+            pending.extend(children.get(pid, []))
+            if pid in seconds:
+                readings[pid] = (self._kind(pid), seconds[pid])
+        with self._lock:
+            self._last.update(readings)
+
+    def _kind(self, pid: int) -> str:
+        if pid == self._broker_pid:
+            return "broker"
+        try:
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            return "python workers"
+        return "jvm" if os.path.basename(program) == b"java" else "python workers"
+
+
 def session() -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -101,6 +170,9 @@ def main() -> None:
         "maxTransferBytesOnMessageInMemory) instead of RocketMQ's 32 / 256 KiB",
     )
     parser.add_argument("--only", help="run these paths only, e.g. 'batch read,batch write'")
+    parser.add_argument(
+        "--cpu", action="store_true", help="also report each path's CPU a row, by process"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pocketmq-spark-bench-") as tmp:
@@ -112,27 +184,40 @@ def main() -> None:
             else ""
         )
         server = start_up_process(work / "d", work / "up.log", "-c", str(properties))
+        meter = CpuMeter(server.process.pid) if args.cpu else None
         try:
-            figures = run(server.address, work, args)
+            figures = run(server.address, work, args, meter)
         finally:
+            if meter is not None:
+                meter.close()
             server.stop()
     if args.json:
         print(json.dumps(figures, indent=2))
         return
+    cpu = cast(dict[str, dict[str, list[float]]], figures.get("cpu_us_per_row", {}))
     print(f"\n{args.rows:,} rows of {args.size} B, {args.queues} queues, local[2]")
-    print("| path | rows/s (median) | min-max | MiB/s |")
-    print("|---|---:|---:|---:|")
+    extra = " CPU us a row: broker / JVM / Python workers (medians) |" if cpu else ""
+    print(f"| path | rows/s (median) | min-max | MiB/s |{extra}")
+    print("|---|---:|---:|---:|" + ("---:|" if cpu else ""))
     for name, rates in figures["rates"].items():
         if not rates:
             continue
         median = statistics.median(rates)
-        print(
+        line = (
             f"| {name} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} "
             f"| {median * args.size / 2**20:,.0f} |"
         )
+        if cpu:
+            kinds = cpu[name]
+            line += " " + " / ".join(
+                f"{statistics.median(kinds[k]):.1f}" for k in ("broker", "jvm", "python workers")
+            ) + " |"  # fmt: skip
+        print(line)
 
 
-def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]:
+def run(
+    namesrv: str, work: Path, args: argparse.Namespace, meter: CpuMeter | None
+) -> dict[str, object]:
     topic, written, copied = "SparkBench", "SparkBenchWritten", "SparkBenchCopied"
     asyncio.run(create_topics(namesrv, [topic, written, copied], args.queues))
     seconds = asyncio.run(load(namesrv, topic, args.rows, args.size))
@@ -196,6 +281,7 @@ def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]
         "batch write": [],
         "streaming write (idempotent sink)": [],
     }
+    cpu: dict[str, dict[str, list[float]]] = {name: {} for name in rates}
     wanted = set(args.only.split(",")) if args.only else set(rates)
     for round_no in range(args.rounds):
         for name, step in zip(
@@ -210,13 +296,26 @@ def run(namesrv: str, work: Path, args: argparse.Namespace) -> dict[str, object]
         ):
             if name not in wanted:
                 continue
+            before = meter.totals() if meter is not None else {}
             elapsed, rows = timed(lambda: step(round_no))  # noqa: B023 (called at once)
             if rows != args.rows:
                 raise RuntimeError(f"{name}: {rows} rows, expected {args.rows}")
             rates[name].append(rows / elapsed)
-            print(f"round {round_no + 1} {name}: {rows / elapsed:,.0f} rows/s", file=sys.stderr)
+            line = f"round {round_no + 1} {name}: {rows / elapsed:,.0f} rows/s"
+            if meter is not None:
+                spent = {k: v - before.get(k, 0.0) for k, v in meter.totals().items()}
+                per_row = {k: v / rows * 1e6 for k, v in spent.items()}
+                for kind, micros in per_row.items():
+                    cpu[name].setdefault(kind, []).append(micros)
+                line += ", CPU a row: " + ", ".join(f"{k} {v:.1f} us" for k, v in per_row.items())
+            print(line, file=sys.stderr)
     spark.stop()
-    return {"rows": args.rows, "size": args.size, "queues": args.queues, "rates": rates}
+    figures: dict[str, object] = {
+        "rows": args.rows, "size": args.size, "queues": args.queues, "rates": rates
+    }  # fmt: skip
+    if meter is not None:
+        figures["cpu_us_per_row"] = cpu
+    return figures
 
 
 if __name__ == "__main__":
