@@ -46,8 +46,8 @@ from pocketmq.client.message import (
 )
 from pocketmq.client.producer.batcher import Batcher
 from pocketmq.client.producer.fault import QueueChooser
+from pocketmq.client.producer.routing import PublishRoutes
 from pocketmq.client.producer.wire import (
-    AUTO_CREATE_TOPIC,
     COMPRESS_LEVEL_DEFAULT,
     COMPRESS_OVER_BYTES_DEFAULT,
     PreparedSend,
@@ -58,7 +58,6 @@ from pocketmq.client.producer.wire import (
     recall_request,
     split_batch_result,
 )
-from pocketmq.client.route_cache import TopicPublishInfo, publish_queues
 from pocketmq.client.trace_dispatch import PRODUCE, ProducerTracer, TraceSession
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.constants import MAX_MESSAGE_SIZE_DEFAULT
@@ -190,6 +189,7 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self._clock = clock or SystemClock()
         self._ids = UniqueIdGenerator(self.instance.ip, self.instance.rng.getrandbits(32))
+        self._routes = PublishRoutes(self.instance, default_topic_queue_nums)
         self._chooser = QueueChooser(self.instance.rng.randrange(1 << 16))
         self._batcher = (
             Batcher(
@@ -308,9 +308,9 @@ class Producer:
         """
         self._check_started()
         prepared = self._prepare(message)
-        info = await self._publish_info(prepared.topic)
+        info = await self._routes.publish_info(prepared.topic)
         queue = self._chooser.choose(info.queues, self._clock.now_ms())
-        address = await self._master_address(queue.broker_name)
+        address = await self._routes.master_address(queue.broker_name)
         header = prepared.header(
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
         )
@@ -335,7 +335,7 @@ class Producer:
         """
         self._check_started()
         prepared = self._prepare(message)
-        info = await self._publish_info(prepared.topic)
+        info = await self._routes.publish_info(prepared.topic)
         if not info.queues:
             raise TopicNotFoundError(f"topic {prepared.topic} has no writable queue")
         queue = selector(info.queues, message, sharding_key)
@@ -400,8 +400,8 @@ class Producer:
         """
         self._check_started()
         handle, header = recall_request(self.group, topic, recall_handle)
-        await self._publish_info(topic)
-        address = await self._master_address(handle.broker_name)
+        await self._routes.publish_info(topic)
+        address = await self._routes.master_address(handle.broker_name)
         response = await self.instance.invoke(
             address, RequestCode.RECALL_MESSAGE, header, timeout_s=self.send_timeout_s
         )
@@ -409,7 +409,7 @@ class Producer:
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of `topic` (`fetchPublishMessageQueues`)."""
-        return list((await self._publish_info(topic)).queues)
+        return list((await self._routes.publish_info(topic)).queues)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -433,56 +433,9 @@ class Producer:
         )
         return split_batch_result(await self._send_with_retries(prepared), prepared)
 
-    async def _publish_info(self, topic: str) -> TopicPublishInfo:
-        info = self.instance.routes.publish.get(topic)
-        if info is not None and info.queues:
-            return info
-        self.instance.watch_topic(topic)
-        try:
-            await self.instance.fetch_route(topic)
-        except TopicNotFoundError:
-            return await self._borrowed_publish_info(topic, fresh=False)
-        await self.instance.send_heartbeats()
-        return self.instance.routes.publish[topic]
-
-    async def _borrowed_publish_info(self, topic: str, *, fresh: bool) -> TopicPublishInfo:
-        """Queues for a topic the broker will create on the first send, taken from the
-        auto-create topic's route (re-asked when `fresh`).
-
-        Raises:
-            TopicNotFoundError: no broker group would create it, now or after an election.
-        """
-        if fresh:
-            default = await self.instance.fetch_route(AUTO_CREATE_TOPIC)
-        else:
-            default = await self.instance.route(AUTO_CREATE_TOPIC)
-        borrowed = publish_queues(topic, default)
-        # The broker creates the topic with this many queues (`defaultTopicQueueNums`).
-        queues = tuple(q for q in borrowed.queues if q.queue_id < self.default_topic_queue_nums)
-        if not queues and not borrowed.awaiting_master:
-            raise TopicNotFoundError(
-                f"topic {topic} does not exist: create it with `pocketmq admin updateTopic "
-                f"-t {topic} -c <cluster>`, or enable autoCreateTopicEnable on the broker",
-                ResponseCode.TOPIC_NOT_EXIST,
-            )
-        if queues:
-            log.info("topic %s has no route yet: sending through %s", topic, AUTO_CREATE_TOPIC)
-        return TopicPublishInfo(topic, queues, awaiting_master=not queues)
-
-    async def _master_address(self, broker_name: str, topic: str | None = None) -> str:
-        address = self.instance.routes.master_address(broker_name)
-        if address is None and topic is not None:  # a broker of a route not fetched yet
-            await self.instance.fetch_route(topic)
-            address = self.instance.routes.master_address(broker_name)
-        if address is None:
-            raise ConnectionFailedError(
-                f"broker {broker_name} has no master: it may be down or not registered"
-            )
-        return address
-
     async def _send_with_retries(self, prepared: PreparedSend) -> SendResult:
         deadline = self._clock.monotonic() + self.send_timeout_s
-        info = await self._publish_info(prepared.topic)
+        info = await self._routes.publish_info(prepared.topic)
         pause_s = _FAILOVER_FIRST_PAUSE_S
         while not info.queues and info.awaiting_master:
             # Its only broker groups are between masters: wait for one within the budget.
@@ -494,7 +447,7 @@ class Producer:
                 )
             await asyncio.sleep(min(pause_s, remaining))
             pause_s = min(pause_s * 2, _FAILOVER_MAX_PAUSE_S)
-            info = await self._refreshed_publish_info(prepared.topic, info, keep_empty=True)
+            info = await self._routes.refreshed(prepared.topic, info, keep_empty=True)
         if not info.queues:
             raise TopicNotFoundError(
                 f"topic {prepared.topic} has no writable queue: check its permissions with "
@@ -519,7 +472,7 @@ class Producer:
                 if remaining <= 0:
                     break
             if attempt:
-                info = await self._refreshed_publish_info(prepared.topic, info)
+                info = await self._routes.refreshed(prepared.topic, info)
             attempt += 1
             queue = self._chooser.choose(info.queues, self._clock.now_ms(), failed_broker)
             # Half the budget at most while much is left: a master that stopped answering
@@ -541,29 +494,10 @@ class Producer:
             )
         raise last_error
 
-    async def _refreshed_publish_info(
-        self, topic: str, current: TopicPublishInfo, *, keep_empty: bool = False
-    ) -> TopicPublishInfo:
-        """The topic's route asked again; `current` when that fails or (unless
-        `keep_empty`) names no writable queue."""
-        try:
-            await self.instance.fetch_route(topic)
-        except TopicNotFoundError:
-            try:
-                return await self._borrowed_publish_info(topic, fresh=True)
-            except RocketMQError:
-                return current
-        except RocketMQError:
-            return current
-        refreshed = self.instance.routes.publish.get(topic)
-        if refreshed is None or not (refreshed.queues or keep_empty):
-            return current
-        return refreshed
-
     async def _send_to_queue(
         self, prepared: PreparedSend, queue: MessageQueue, timeout_s: float
     ) -> SendResult:
-        address = await self._master_address(queue.broker_name, queue.topic)
+        address = await self._routes.master_address(queue.broker_name, queue.topic)
         header = prepared.header(
             self.group, queue, self._clock.now_ms(), self.default_topic_queue_nums
         )

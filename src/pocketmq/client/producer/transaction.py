@@ -263,7 +263,7 @@ class TransactionProducer(Producer):
                 f"the broker's answer has no usable offset message id: {exc}"
             ) from None
         broker_name = result.queue.broker_name
-        address = await self._master_address(broker_name)
+        address = await self._routes.master_address(broker_name)
         fields = {
             "topic": message.topic,
             "producerGroup": self.group,
