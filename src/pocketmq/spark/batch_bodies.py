@@ -45,6 +45,8 @@ _UNIQ_KEY: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
 _END: Final = PROPERTY_SEPARATOR
 _SINK: Final = SINK_PROPERTY + NAME_VALUE_SEPARATOR
 _ID_BYTES: Final = 32
+_SINK_BYTES: Final = len(_SINK) + 20 + len(_END)
+"""The sink's property past its task tag: its name, the row's 20-character digest, the end."""
 _TEXT_BYTES_MAX: Final = MAX_PROPERTIES_LENGTH - 64 - _ID_BYTES
 """Tags and keys together at most this long (UTF-8) keep an entry's properties in bounds."""
 _BINARY_TYPES: Final = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
@@ -89,7 +91,7 @@ def encode_rows(
         return None
     if "properties" in names and _has_entries(batch.column("properties")):
         return None
-    texts_bytes = len(sink_prefix.encode()) + 32 if sink_prefix else 0
+    texts_bytes = len(sink_prefix.encode()) + _SINK_BYTES if sink_prefix else 0
     columns: list[list[str | None] | None] = []
     for name in ("tags", "keys"):
         if name not in names:
@@ -156,33 +158,23 @@ def _properties(
 ) -> list[bytes]:
     """Each row's properties string, as `Message.encode_properties` makes it (an empty text
     sets nothing, as None does; the sink's property comes last, as user properties do)."""
-    if sink is not None:
-        no_texts: list[str | None] = [None] * len(unique_ids)
-        return [
-            (
-                (f"{_TAGS}{t}{_END}" if t else "")
-                + (f"{_KEYS}{k}{_END}" if k else "")
-                + f"{_UNIQ_KEY}{u}{_END}{_SINK}{v}{_END}"
-            ).encode()
-            for t, k, u, v in zip(tags or no_texts, keys or no_texts, unique_ids, sink, strict=True)
-        ]
-    if tags is None and keys is None:
+    if tags is None and keys is None and sink is None:
         return [f"{_UNIQ_KEY}{u}{_END}".encode() for u in unique_ids]
-    if tags is None:
+    if tags is None and sink is None:
         assert keys is not None
         return [
             (f"{_KEYS}{k}{_END}{_UNIQ_KEY}{u}{_END}" if k else f"{_UNIQ_KEY}{u}{_END}").encode()
             for k, u in zip(keys, unique_ids, strict=True)
         ]
-    if keys is None:
-        keys = [None] * len(unique_ids)
+    none: list[str | None] = [None] * len(unique_ids)
     return [
         (
             (f"{_TAGS}{t}{_END}" if t else "")
             + (f"{_KEYS}{k}{_END}" if k else "")
             + f"{_UNIQ_KEY}{u}{_END}"
+            + (f"{_SINK}{v}{_END}" if v else "")
         ).encode()
-        for t, k, u in zip(tags, keys, unique_ids, strict=True)
+        for t, k, u, v in zip(tags or none, keys or none, unique_ids, sink or none, strict=True)
     ]
 
 

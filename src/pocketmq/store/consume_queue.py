@@ -182,7 +182,7 @@ class ConsumeQueue:
         size = len(requests) * UNIT
         if last is not None and first.queue_offset * UNIT == last.wrote_offset:
             position = last.wrote_position
-            if size <= last.file_size - position:
+            if size <= last.free_bytes:
                 pack = _ENTRY.pack
                 last.buffer[position : position + size] = b"".join(
                     [pack(r.commit_log_offset, r.size, r.tags_code) for r in requests]
