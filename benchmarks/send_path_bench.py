@@ -1,6 +1,6 @@
 """The broker's cost of one send request, as the official Java client sends it.
 
-`python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R]`
+`python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R] [--batch N]`
 
 Starts `pocketmq up` (ASYNC_FLUSH) on free loopback ports and sends it SEND_MESSAGE_V2
 requests with a 1 KiB body, one message each, framed with the binary ROCKETMQ header and the
@@ -9,6 +9,10 @@ keeping `--in-flight` requests outstanding on one connection. The frames are enc
 only their opaque changes, and the answers are counted by their length prefix, so the client
 costs little next to the broker. Reported per round: requests a second, and the broker
 process's CPU (user + system, from `/proc`) per request, the figure this benchmark is for.
+
+With `--batch N`, each request is a SEND_BATCH_MESSAGE of N such messages, each entry with its
+own UNIQ_KEY and KEYS as the Spark sink and the Java client's batches carry them; the figures
+are then per message.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from pocketmq.common.batch import encode_batch_body  # noqa: E402
 from pocketmq.common.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
 from pocketmq.remoting.command import RemotingCommand  # noqa: E402
 from pocketmq.remoting.frame import decode_frame, encode_frame  # noqa: E402
@@ -38,11 +43,21 @@ QUEUES = 4
 OPAQUE_AT = 13
 
 
-def send_frames(body: bytes) -> list[bytearray]:
-    """One encoded request a queue, as RocketMQ's Java producer frames a single send."""
+def send_frames(body: bytes, batch: int = 0) -> list[bytearray]:
+    """One encoded request a queue, as RocketMQ's Java producer frames a single send, or with
+    `batch`, a batch send of that many messages."""
     frames = []
     for queue_id in range(QUEUES):
         properties = "UNIQ_KEY\x017F0000011B6E18B4AAC2A3D1F0000000\x02WAIT\x01true\x02"
+        code = RequestCode.SEND_MESSAGE_V2
+        payload = body
+        if batch:
+            code = RequestCode.SEND_BATCH_MESSAGE
+            properties = "WAIT\x01true\x02"
+            payload = encode_batch_body(
+                (0, body, f"KEYS\x01k{n}\x02UNIQ_KEY\x017F0000011B6E18B4AAC2A3D1{n:08X}\x02")
+                for n in range(batch)
+            )
         fields = {
             "a": "send_path_bench",
             "b": TOPIC,
@@ -55,10 +70,10 @@ def send_frames(body: bytes) -> list[bytearray]:
             "i": properties,
             "j": "0",
             "k": "false",
-            "m": "false",
+            "m": "true" if batch else "false",
             "n": "broker-a",
         }
-        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body)
+        request = RemotingCommand.request(code, fields, payload)
         frames.append(bytearray(encode_frame(request, SerializeType.ROCKETMQ)))
     return frames
 
@@ -121,10 +136,13 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_round(address: str, pid: int, requests: int, in_flight: int) -> tuple[float, float]:
+async def one_round(
+    address: str, pid: int, requests: int, in_flight: int, batch: int = 0
+) -> tuple[float, float]:
+    """Returns messages a second and the broker's CPU in microseconds a message."""
     host, _, port = address.rpartition(":")
     loop = asyncio.get_running_loop()
-    frames = send_frames(b"x" * 1024)
+    frames = send_frames(b"x" * 1024, batch)
     _, sender = await loop.create_connection(
         lambda: Sender(frames, requests, in_flight), host, int(port)
     )
@@ -140,7 +158,8 @@ async def one_round(address: str, pid: int, requests: int, in_flight: int) -> tu
     answer = decode_frame(sender.first_answer)
     if answer.code != ResponseCode.SUCCESS:
         raise SystemExit(f"the broker refused the send: code {answer.code}, {answer.remark}")
-    return requests / elapsed, cpu / requests * 1e6
+    messages = requests * max(batch, 1)
+    return messages / elapsed, cpu / messages * 1e6
 
 
 def main() -> int:
@@ -148,7 +167,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--in-flight", type=int, default=16, help="like the tools' -w 16")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=0, help="messages a batch send; 0: single")
     args = parser.parse_args()
+    unit = "message" if args.batch else "request"
     with tempfile.TemporaryDirectory(prefix="pocketmq-send-path-") as work:
         server = start_up_process(Path(work) / "data", Path(work) / "up.log")
         try:
@@ -158,19 +179,19 @@ def main() -> int:
             rates, costs = [], []
             for number in range(1, args.rounds + 1):
                 rate, cost = asyncio.run(
-                    one_round(broker, server.process.pid, args.requests, args.in_flight)
+                    one_round(broker, server.process.pid, args.requests, args.in_flight, args.batch)
                 )
                 rates.append(rate)
                 costs.append(cost)
                 sys.stderr.write(
-                    f"round {number}: {rate:,.0f} requests/s, broker CPU {cost:.1f} us a request\n"
+                    f"round {number}: {rate:,.0f} {unit}s/s, broker CPU {cost:.1f} us a {unit}\n"
                 )
         finally:
             server.stop()
     print(
-        f"median: {statistics.median(rates):,.0f} requests/s, broker CPU "
-        f"{statistics.median(costs):.1f} us a request ({args.requests:,} x 1 KiB sends, "
-        f"{args.in_flight} in flight)"
+        f"median: {statistics.median(rates):,.0f} {unit}s/s, broker CPU "
+        f"{statistics.median(costs):.1f} us a {unit} ({args.requests:,} x "
+        f"{f'{args.batch} x ' if args.batch else ''}1 KiB sends, {args.in_flight} in flight)"
     )
     return 0
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from pocketmq.testing import ServerProcess
 
@@ -60,3 +61,15 @@ def test_without_a_nameserver_it_says_how_to_give_one() -> None:
     run = bench("producer", "-q", "1")
     assert run.returncode != 0
     assert "-n host:port" in run.stderr
+
+
+def test_the_store_benchmark_runs_every_workload(tmp_path: Path) -> None:
+    ran = bench("store", "--messages", "2000", "--sync-messages", "200", "--dir", str(tmp_path),
+                "--json")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    figures = json.loads(ran.stdout[ran.stdout.index("[") :])
+    counts = {figure["workload"]: figure["messages"] for figure in figures}
+    for workload in ("append batch 32, ASYNC_FLUSH", "append batch 32 as sent, ASYNC_FLUSH"):
+        assert counts[workload] == 2000
+    assert counts["read by queue, 32 per read"] == 2000
+    assert all(figure["msgs_per_s"] > 0 for figure in figures)

@@ -2,7 +2,8 @@
 
 Workloads (1 KiB messages by default), each on a fresh store in a temporary directory:
 - append, one message per put, ASYNC_FLUSH;
-- append, batches of 32, ASYNC_FLUSH;
+- append, batches of 32, ASYNC_FLUSH: as message objects, and as a batch send's body (the way
+  a producer's batch reaches the store through the broker);
 - append under SYNC_FLUSH (group commit) with 1, 16 and 64 concurrent writers;
 - read by queue (32 messages per read) of everything the batch run appended.
 Each append run prints two lines: when the last put returned (the CommitLog append, and the
@@ -23,8 +24,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 
+from pocketmq.common.batch import encode_batch_body, scan_batch_body
 from pocketmq.common.properties import encode_properties
-from pocketmq.store.api import GetStatus, MessageToStore
+from pocketmq.store.api import BatchToStore, GetStatus, MessageToStore
 from pocketmq.store.config import FlushDiskType, MessageStoreConfig
 from pocketmq.store.message_store import MessageStore
 
@@ -92,15 +94,45 @@ async def append_single(store: MessageStore, messages: list[MessageToStore]) -> 
     return len(messages)
 
 
-async def append_batches(store: MessageStore, messages: list[MessageToStore], batch: int) -> int:
+def by_batch(messages: list[MessageToStore], batch: int) -> list[list[MessageToStore]]:
     # A batch goes to one queue, as a producer's batch does.
     by_queue: dict[int, list[MessageToStore]] = {}
     for message in messages:
         by_queue.setdefault(message.queue_id, []).append(message)
-    batches = [q[i : i + batch] for q in by_queue.values() for i in range(0, len(q), batch)]
-    for chunk in batches:
+    return [q[i : i + batch] for q in by_queue.values() for i in range(0, len(q), batch)]
+
+
+async def append_batches(store: MessageStore, messages: list[MessageToStore], batch: int) -> int:
+    for chunk in by_batch(messages, batch):
         await store.put_messages(chunk)
     return len(messages)
+
+
+def batch_sends(
+    messages: list[MessageToStore], batch: int
+) -> list[tuple[MessageToStore, bytes, int]]:
+    """The batches as a producer sends them: the first message (for what they share), the
+    encoded body and the message count."""
+    return [
+        (chunk[0], encode_batch_body((m.flag, m.body, m.properties) for m in chunk), len(chunk))
+        for chunk in by_batch(messages, batch)
+    ]
+
+
+async def append_sent(store: MessageStore, sends: list[tuple[MessageToStore, bytes, int]]) -> int:
+    """Stores each batch send as the broker does: finds its entries, then writes them
+    straight from its body."""
+    for first, body, _count in sends:
+        batch = BatchToStore(
+            first.topic,
+            first.queue_id,
+            body,
+            scan_batch_body(body),
+            born_timestamp=first.born_timestamp,
+            born_host=first.born_host,
+        )
+        await store.put_batch(batch)
+    return sum(count for _, _, count in sends)
 
 
 async def append_concurrent(
@@ -165,6 +197,12 @@ async def run(args: argparse.Namespace) -> list[Figure]:
         async_flush,
         lambda s: append_batches(s, messages, 32),
         read_after=True,
+    )
+    sends = batch_sends(messages, 32)
+    await measure(
+        "append batch 32 as sent, ASYNC_FLUSH",
+        async_flush,
+        lambda s: append_sent(s, sends),
     )
     sync_messages = messages[: args.sync_messages]
     for writers in (1, 16, 64):

@@ -23,17 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pocketmq.broker.retry_policy import as_dead_letter
 from pocketmq.broker.schedule import redirect_delayed
 from pocketmq.broker.timer_messages import TimerRefusal, TimerSettings, redirect_timer
 from pocketmq.broker.transaction.half_messages import to_half
 from pocketmq.common.codes import ResponseCode
+from pocketmq.common.constants import PROPERTY_DELAY_TIME_LEVEL
+from pocketmq.common.properties import find_property
 from pocketmq.runtime.clock import Clock
 from pocketmq.store.api import (
     NEVER_STORABLE,
     STORED_STATUSES,
+    BatchToStore,
     Delivery,
     MessageToStore,
     PutResult,
@@ -48,6 +51,16 @@ class StoreWriter(Protocol):
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
         """Stores messages of one topic and queue as one unit."""
+        ...
+
+
+@runtime_checkable
+class BatchWriter(Protocol):
+    """A writer that also stores a batch send straight from its body
+    (`MessageStore.put_batch`); the put path hands other writers the batch's messages."""
+
+    async def put_batch(self, batch: BatchToStore) -> PutResult:
+        """Stores the batch's messages as `put_messages` would."""
         ...
 
 
@@ -82,6 +95,7 @@ class Put:
 
     result: PutResult
     messages: list[MessageToStore]
+    """Empty for a batch stored straight from its body (`PutPath.put_batch`)."""
 
     @property
     def stored(self) -> bool:
@@ -100,8 +114,23 @@ class PutPath:
 
     def __init__(self, writer: StoreWriter, clock: Clock, settings: PutSettings) -> None:
         self.writer = writer
+        self._batch_writer = writer if isinstance(writer, BatchWriter) else None
         self._clock = clock
         self.settings = settings
+
+    async def put_batch(self, batch: BatchToStore) -> Put:
+        """Takes a producer's batch send (not to a retry topic: the door refuses that) through
+        the steps into the store. A batch takes no timer and is never a half, so only a delay
+        applies: a batch with an entry that asks for one goes message by message through
+        `put`; every other batch is written straight from its body."""
+        writer = self._batch_writer
+        if writer is None or (self.settings.delay_level_count and _asks_delay(batch)):
+            return await self.put(batch.messages(), batch=True)
+        try:
+            result = await writer.put_batch(batch)
+        except StoreNotRunningError:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
+        return Put(result, [])
 
     async def put(
         self,
@@ -191,3 +220,9 @@ class PutPath:
                 f"create mapped file failed, server is busy or broken.{detail}",
             )
         return ResponseCode.SYSTEM_ERROR, f"{status.value}{detail}"
+
+
+def _asks_delay(batch: BatchToStore) -> bool:
+    """Whether an entry of the batch carries DELAY (a text without the name is not decoded)."""
+    name = PROPERTY_DELAY_TIME_LEVEL
+    return any(name in text and find_property(text, name) for _, _, _, text in batch.spans)

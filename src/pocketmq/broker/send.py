@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Protocol
@@ -42,7 +42,7 @@ from pocketmq.broker.send_header import SendRequestHeader, decode_send_header
 from pocketmq.broker.timer_messages import recall_handle
 from pocketmq.broker.topics import TopicConfig, TopicFilterType, TopicTable
 from pocketmq.broker.transaction.half_messages import is_transaction_send
-from pocketmq.common.batch import BatchError, decode_batch_body
+from pocketmq.common.batch import BatchError, scan_batch_body
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import (
     MULTI_TAGS_FLAG,
@@ -69,7 +69,7 @@ from pocketmq.common.topic_names import (
 )
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.runtime.clock import Clock
-from pocketmq.store.api import STORED_STATUSES, MessageToStore, PutStatus
+from pocketmq.store.api import STORED_STATUSES, BatchToStore, MessageToStore, PutStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.config import BrokerConfig
@@ -224,13 +224,18 @@ class SendHandler:
             if queue_id < 0:
                 queue_id = self._rng.randrange(topic_config.write_queue_nums)
             dead_group = await self._dead_letter_group(header, request.version)
-            put = await self.put_path.put(
-                self._build(request, header, topic_config, queue_id, channel),
-                batch=header.batch,
-                dead_letter_group=dead_group,
-                transaction_send=not header.batch
-                and is_transaction_send(header.properties, header.reconsume_times),
-            )
+            if header.batch:
+                # The door refuses batches to retry topics, so no batch is dead.
+                assert dead_group is None
+                put = await self.put_path.put_batch(
+                    self._build_batch(request, header, topic_config, queue_id, channel)
+                )
+            else:
+                put = await self.put_path.put(
+                    [self._build_one(request, header, topic_config, queue_id, channel)],
+                    dead_letter_group=dead_group,
+                    transaction_send=is_transaction_send(header.properties, header.reconsume_times),
+                )
         except HeaderError as exc:
             return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         except PutRefusal as exc:
@@ -332,14 +337,63 @@ class SendHandler:
         return config
 
     # -- building and storing --------------------------------------------------------------
-    def _build(
+    def _build_one(
         self,
         request: RemotingCommand,
         header: SendRequestHeader,
         config: TopicConfig,
         queue_id: int,
         channel: PeerChannel,
-    ) -> list[MessageToStore]:
+    ) -> MessageToStore:
+        sys_flag, born_host = self._shared_fields(request, header, config, channel)
+        return MessageToStore(
+            topic=header.topic,
+            body=request.body,
+            # Passed through as sent: the store copies the string into the record.
+            properties=header.properties,
+            queue_id=queue_id,
+            flag=header.flag,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host,
+            reconsume_times=header.reconsume_times,
+        )
+
+    def _build_batch(
+        self,
+        request: RemotingCommand,
+        header: SendRequestHeader,
+        config: TopicConfig,
+        queue_id: int,
+        channel: PeerChannel,
+    ) -> BatchToStore:
+        sys_flag, born_host = self._shared_fields(request, header, config, channel)
+        try:
+            spans = scan_batch_body(request.body)
+        except BatchError as exc:
+            raise PutRefusal(
+                ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}"
+            ) from None
+        return BatchToStore(
+            topic=header.topic,
+            queue_id=queue_id,
+            body=request.body,
+            spans=spans,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host,
+            reconsume_times=header.reconsume_times,
+        )
+
+    def _shared_fields(
+        self,
+        request: RemotingCommand,
+        header: SendRequestHeader,
+        config: TopicConfig,
+        channel: PeerChannel,
+    ) -> tuple[int, HostAddress]:
+        """Checks the request body's size; returns the sys flag and born host that every
+        message of the request takes."""
         body = request.body
         if len(body) > self.put_path.settings.max_message_size:
             what = "batch body" if header.batch else "msg body"
@@ -351,32 +405,7 @@ class SendHandler:
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= MULTI_TAGS_FLAG
-        born_host = parse_host_address(channel.remote_address) or UNKNOWN_BORN_HOST
-        entries: Sequence[tuple[int, bytes, str]]
-        if not header.batch:
-            entries = [(header.flag, body, header.properties)]
-        else:
-            try:
-                entries = decode_batch_body(body)
-            except BatchError as exc:
-                raise PutRefusal(
-                    ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}"
-                ) from None
-        return [
-            MessageToStore(
-                topic=header.topic,
-                body=entry_body,
-                # Passed through as sent: the store copies the string into the record.
-                properties=properties,
-                queue_id=queue_id,
-                flag=flag,
-                sys_flag=sys_flag,
-                born_timestamp=header.born_timestamp,
-                born_host=born_host,
-                reconsume_times=header.reconsume_times,
-            )
-            for flag, entry_body, properties in entries
-        ]
+        return sys_flag, parse_host_address(channel.remote_address) or UNKNOWN_BORN_HOST
 
     # -- answers (`SendMessageProcessor.handlePutMessageResult`) ---------------------------
     def _answer(

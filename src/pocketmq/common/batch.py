@@ -42,14 +42,19 @@ class BatchEntry(NamedTuple):
     properties: str
 
 
-def decode_batch_body(body: bytes) -> list[BatchEntry]:
-    """Splits a batch body into its entries.
+BatchSpan = tuple[int, int, int, str]
+"""Where one entry of a batch body sits: its flag, its body's start and end in the batch body,
+and its properties text."""
+
+
+def scan_batch_body(body: bytes) -> list[BatchSpan]:
+    """Checks a batch body and says where its entries are, without copying their bodies.
 
     Args:
         body: The request body of a batch send.
 
     Returns:
-        The entries in order; each is a `(flag, body, properties)` tuple. Never empty.
+        One `(flag, body start, body end, properties)` per entry, in order. Never empty.
 
     Raises:
         BatchError: the body is empty, an entry is truncated, its TOTALSIZE disagrees with its
@@ -58,52 +63,66 @@ def decode_batch_body(body: bytes) -> list[BatchEntry]:
     """
     if not body:
         raise BatchError("the batch body is empty")
-    entries: list[BatchEntry] = []
+    spans: list[BatchSpan] = []
+    add = spans.append
+    unpack_head = _HEAD.unpack_from
     pos = 0
     end = len(body)
     # Every pass consumes at least ENTRY_OVERHEAD_BYTES, so the loop ends.
     while pos < end:
         if end - pos < ENTRY_OVERHEAD_BYTES:
             raise BatchError(
-                f"entry {len(entries)} at byte {pos} is truncated: {end - pos} bytes left, "
+                f"entry {len(spans)} at byte {pos} is truncated: {end - pos} bytes left, "
                 f"an entry needs at least {ENTRY_OVERHEAD_BYTES}"
             )
-        total_size, _magic, _crc, flag, body_len = _HEAD.unpack_from(body, pos)
+        total_size, _magic, _crc, flag, body_len = unpack_head(body, pos)
         if body_len < 0:
-            raise BatchError(f"entry {len(entries)} at byte {pos}: body length {body_len} < 0")
+            raise BatchError(f"entry {len(spans)} at byte {pos}: body length {body_len} < 0")
         body_pos = pos + _HEAD.size
         properties_len_pos = body_pos + body_len
         if properties_len_pos + _PROPERTIES_LENGTH.size > end:
             raise BatchError(
-                f"entry {len(entries)} at byte {pos}: body of {body_len} bytes overruns the "
+                f"entry {len(spans)} at byte {pos}: body of {body_len} bytes overruns the "
                 f"batch ({end - body_pos} bytes left)"
             )
-        (properties_len,) = _PROPERTIES_LENGTH.unpack_from(body, properties_len_pos)
-        if properties_len < 0:
+        properties_len = (body[properties_len_pos] << 8) | body[properties_len_pos + 1]
+        if properties_len > 0x7FFF:  # a Java short: the high bit is its sign
             raise BatchError(
-                f"entry {len(entries)} at byte {pos}: properties length {properties_len} < 0"
+                f"entry {len(spans)} at byte {pos}: properties length "
+                f"{properties_len - 0x10000} < 0"
             )
         properties_pos = properties_len_pos + _PROPERTIES_LENGTH.size
         entry_end = properties_pos + properties_len
         if entry_end > end:
             raise BatchError(
-                f"entry {len(entries)} at byte {pos}: properties of {properties_len} bytes "
+                f"entry {len(spans)} at byte {pos}: properties of {properties_len} bytes "
                 f"overrun the batch ({end - properties_pos} bytes left)"
             )
         if total_size != entry_end - pos:
             raise BatchError(
-                f"entry {len(entries)} at byte {pos}: TOTALSIZE is {total_size}, its fields "
+                f"entry {len(spans)} at byte {pos}: TOTALSIZE is {total_size}, its fields "
                 f"take {entry_end - pos} bytes"
             )
         try:
             properties = body[properties_pos:entry_end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BatchError(
-                f"entry {len(entries)} at byte {pos}: properties are not UTF-8"
-            ) from exc
-        entries.append(BatchEntry(flag, body[body_pos:properties_len_pos], properties))
+            raise BatchError(f"entry {len(spans)} at byte {pos}: properties are not UTF-8") from exc
+        add((flag, body_pos, properties_len_pos, properties))
         pos = entry_end
-    return entries
+    return spans
+
+
+def decode_batch_body(body: bytes) -> list[BatchEntry]:
+    """Splits a batch body into its entries, each body copied out (`scan_batch_body` says
+    where they are without copying).
+
+    Raises:
+        BatchError: as `scan_batch_body`.
+    """
+    return [
+        BatchEntry(flag, body[start:stop], properties)
+        for flag, start, stop, properties in scan_batch_body(body)
+    ]
 
 
 def encode_batch_body(entries: Iterable[tuple[int, bytes, str]]) -> bytes:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from pocketmq.common.batch import BatchSpan
 from pocketmq.common.stored_message import HostAddress
 
 
@@ -36,6 +37,41 @@ class MessageToStore:
     # Messages of a batch are written to consecutive queue offsets of one queue; queue_offset
     # is assigned by the store, and is only read back by callers (e.g. transactional replays).
     queue_offset: int = field(default=-1)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchToStore:
+    """A batch send as it came off the wire: its body of entries (`common/batch.py`) and what
+    its messages share from the request header. The store writes each entry's record straight
+    from the body, with no object per message; `messages()` gives the same messages one by one
+    for a writer without that path."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    spans: list[BatchSpan]
+    """Where each entry is (`scan_batch_body`)."""
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+
+    def messages(self) -> list[MessageToStore]:
+        body = self.body
+        return [
+            MessageToStore(
+                topic=self.topic,
+                body=body[start:stop],
+                properties=properties,
+                queue_id=self.queue_id,
+                flag=flag,
+                sys_flag=self.sys_flag,
+                born_timestamp=self.born_timestamp,
+                born_host=self.born_host,
+                reconsume_times=self.reconsume_times,
+            )
+            for flag, start, stop, properties in self.spans
+        ]
 
 
 class PutStatus(enum.Enum):

@@ -22,6 +22,7 @@ from pocketmq.runtime.clock import Clock, SystemClock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.api import (
+    BatchToStore,
     Durability,
     GetResult,
     MessageToStore,
@@ -313,6 +314,25 @@ class MessageStore:
         Returns PUT_OK, or a status saying why nothing (MESSAGE_ILLEGAL, ...) or not enough
         (FLUSH_DISK_TIMEOUT: stored, but not known durable in time) happened.
         """
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        return await self._settle(self._append(messages))
+
+    async def put_batch(self, batch: BatchToStore) -> PutResult:
+        """`put_messages` for a batch send, written straight from its body."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        return await self._settle(
+            self._guarded_append(
+                batch.topic,
+                lambda appended: self.commit_log.append_batch(batch, appended=appended),
+            )
+        )
+
+    def _refusal(self) -> PutResult | None:
+        """Why this store takes no put now, if it does not."""
         if not self._loaded:
             raise StoreNotRunningError("the store is not loaded")
         if not self.accepts_puts:
@@ -320,7 +340,11 @@ class MessageStore:
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 remark="this broker is a slave (brokerRole=SLAVE): send to its master",
             )
-        result = self._append(messages)
+        return None
+
+    async def _settle(self, result: PutResult) -> PutResult:
+        """Waits for what an append's receipt promises: the flush (SYNC_FLUSH) and the
+        replicas."""
         if not result.ok:
             return result
         self._schedule_dispatch()
@@ -372,16 +396,27 @@ class MessageStore:
         store_timestamp: int | None = None,
         store_host: HostAddress | None = None,
     ) -> PutResult:
+        return self._guarded_append(
+            messages[0].topic if messages else "",
+            lambda appended: self.commit_log.append(
+                messages, store_timestamp=store_timestamp, store_host=store_host, appended=appended
+            ),
+        )
+
+    def _guarded_append(
+        self, topic: str, append: Callable[[list[AppendedRecord] | None], PutResult]
+    ) -> PutResult:
+        """Runs one CommitLog append of `topic`'s records, unless a disk error stopped writes;
+        hands what it wrote to dispatch, and turns a file that could not be made into a
+        status."""
         if self.disk_error is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_error)
         # Nothing is collected while dispatch is too far behind to take it (`KNOWN_MAX`).
         appended: list[AppendedRecord] | None = [] if self.dispatcher.takes_expected else None
         try:
-            result = self.commit_log.append(
-                messages, store_timestamp=store_timestamp, store_host=store_host, appended=appended
-            )
+            result = append(appended)
             if appended:
-                self.dispatcher.expect(messages[0].topic, result.store_timestamp, appended)
+                self.dispatcher.expect(topic, result.store_timestamp, appended)
             return result
         except OSError as error:
             log.error("store at %s: cannot create the next commit log file: %s", self.root, error)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -16,11 +16,12 @@ from pocketmq.broker.put_path import PutPath, PutRefusal, PutSettings
 from pocketmq.broker.schedule import SCHEDULE_TOPIC
 from pocketmq.broker.timer_messages import TimerSettings
 from pocketmq.broker.transaction.half_messages import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
+from pocketmq.common.batch import encode_batch_body, scan_batch_body
 from pocketmq.common.codes import ResponseCode
 from pocketmq.common.constants import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
 from pocketmq.common.properties import decode_properties, encode_properties
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.api import Delivery, MessageToStore, PutResult, PutStatus
+from pocketmq.store.api import BatchToStore, Delivery, MessageToStore, PutResult, PutStatus
 from pocketmq.store.message_store import StoreNotRunningError
 from pocketmq.store.timer import TIMER_TOPIC
 
@@ -70,6 +71,60 @@ def test_a_future_timer_goes_through_the_timer_topic_but_not_in_a_batch() -> Non
     timed = message(TIMER_DELAY_MS="5000")
     assert put(FakeWriter(), [timed]).topic == TIMER_TOPIC
     assert put(FakeWriter(), [timed], batch=True) is timed
+
+
+@dataclass
+class FakeBatchWriter(FakeWriter):
+    """A writer that also takes batch sends whole, as the message store does."""
+
+    batches: list[BatchToStore] = field(default_factory=list)
+
+    async def put_batch(self, batch: BatchToStore) -> PutResult:
+        if self.error is not None:
+            raise self.error
+        self.batches.append(batch)
+        return self.result
+
+
+def batch_of(*entries: dict[str, str]) -> BatchToStore:
+    body = encode_batch_body((0, b"body", encode_properties(entry)) for entry in entries)
+    return BatchToStore("Orders", 2, body, scan_batch_body(body))
+
+
+def put_batch(writer: FakeWriter, batch: BatchToStore, settings: PutSettings = SETTINGS) -> None:
+    asyncio.run(PutPath(writer, ManualClock(NOW), settings).put_batch(batch))
+
+
+def test_a_batch_goes_whole_to_a_writer_that_takes_batches() -> None:
+    writer = FakeBatchWriter()
+    batch = batch_of({"KEYS": "a"}, {"TIMER_DELAY_MS": "5000"})  # a batch takes no timer
+    put_batch(writer, batch)
+    assert writer.batches == [batch]
+    assert writer.received == []
+
+
+def test_a_batch_goes_message_by_message_to_other_writers() -> None:
+    writer = FakeWriter()
+    put_batch(writer, batch_of({"KEYS": "a"}, {"KEYS": "b"}))
+    assert [decode_properties(m.properties)["KEYS"] for m in writer.received] == ["a", "b"]
+    assert {(m.topic, m.queue_id, m.body) for m in writer.received} == {("Orders", 2, b"body")}
+
+
+def test_a_batch_with_a_delayed_entry_goes_message_by_message_and_waits() -> None:
+    writer = FakeBatchWriter()
+    put_batch(writer, batch_of({"KEYS": "a"}, {"DELAY": "2"}))
+    assert writer.batches == []
+    assert [m.topic for m in writer.received] == ["Orders", SCHEDULE_TOPIC]
+    # With delays off, DELAY is stored as sent: the batch goes whole.
+    put_batch(writer, batch_of({"DELAY": "2"}), replace(SETTINGS, delay_level_count=0))
+    assert len(writer.batches) == 1
+
+
+def test_a_stopped_store_refuses_a_batch_as_service_not_available() -> None:
+    writer = FakeBatchWriter(error=StoreNotRunningError("stopped"))
+    path = PutPath(writer, ManualClock(NOW), SETTINGS)
+    outcome = asyncio.run(path.put_batch(batch_of({"KEYS": "a"})))
+    assert outcome.result.status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
 def test_a_delay_level_wins_over_a_timer_as_in_rocketmq() -> None:
