@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import socket
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Final
 
 from pocketmq.common import stored_layout as layout
+from pocketmq.common.checksum import crc32
 from pocketmq.common.constants import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
@@ -89,7 +89,7 @@ def record_size(
 
 def body_crc(body: bytes | memoryview) -> int:
     """RocketMQ's BODYCRC: CRC32 of the stored body with the sign bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def pack_host(host: HostAddress) -> bytes:

@@ -14,11 +14,11 @@ the record goes to the next file.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from pocketmq.common.checksum import crc32
 from pocketmq.common.constants import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -191,7 +191,7 @@ class CommitLog:
                 pos,
                 size,
                 magic,
-                zlib.crc32(body) & 0x7FFFFFFF,
+                crc32(body) & 0x7FFFFFFF,
                 message.queue_id,
                 message.flag,
                 next_queue_offset,
@@ -283,7 +283,6 @@ class CommitLog:
         born_timestamp = batch.born_timestamp
         reconsume_times = batch.reconsume_times
         pack = fixed.pack_into
-        crc32 = zlib.crc32
         offsets = []
         next_queue_offset = queue_offset
         for (flag, start, stop, _text), (tail, text) in zip(spans, tails, strict=True):

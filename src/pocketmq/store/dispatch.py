@@ -16,12 +16,12 @@ times from the queue alone, and a store written by RocketMQ reads the same.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, Protocol
 
 from pocketmq.common import stored_layout as layout
+from pocketmq.common.checksum import crc32
 from pocketmq.common.constants import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
@@ -216,7 +216,7 @@ def _request(
     except UnicodeDecodeError as exc:
         raise MessageDecodeError(f"record at {expected_offset}: text is not UTF-8") from exc
     if check_crc:
-        if zlib.crc32(buf[body_pos : body_pos + body_len]) & 0x7FFFFFFF != crc:
+        if crc32(buf[body_pos : body_pos + body_len]) & 0x7FFFFFFF != crc:
             raise MessageDecodeError(f"record at {expected_offset}: body CRC mismatch")
         # The body CRC does not cover topic and properties. The append path guarantees a NUL-free
         # topic and a properties string ending in its separator, so a tail that a torn write
@@ -435,6 +435,4 @@ class IndexTarget:
         self.index = index
 
     def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
-        self.index.build_index_many(
-            (r.topic, r.keys, r.uniq_key, r.commit_log_offset, r.store_timestamp) for r in requests
-        )
+        self.index.build_index_many(requests)
