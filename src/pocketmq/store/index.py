@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple, Protocol
 
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import Clock
@@ -59,6 +59,31 @@ _NAME_DIGITS: Final = 17
 # Names tried when two files would be created in the same millisecond (only a stuck or
 # manual clock gets near this).
 _NAME_ATTEMPTS: Final = 1000
+
+
+class IndexedRecord(Protocol):
+    """What the index reads of a record (a dispatch request has these fields)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def keys(self) -> str: ...
+    @property
+    def uniq_key(self) -> str | None: ...
+    @property
+    def commit_log_offset(self) -> int: ...
+    @property
+    def store_timestamp(self) -> int: ...
+
+
+class KeyedRecord(NamedTuple):
+    """An `IndexedRecord` of its own, for callers that have no dispatch request."""
+
+    topic: str
+    keys: str
+    uniq_key: str | None
+    commit_log_offset: int
+    store_timestamp: int
 
 
 @lru_cache(maxsize=1024)
@@ -195,25 +220,39 @@ class IndexService:
                 offset at or below `max_phy_offset` is a replay and is ignored.
             store_timestamp_ms: its store time.
         """
-        self.build_index_many(((topic, keys, uniq_key, phys_offset, store_timestamp_ms),))
+        self.build_index_many(
+            (KeyedRecord(topic, keys, uniq_key, phys_offset, store_timestamp_ms),)
+        )
 
-    def build_index_many(self, messages: Iterable[tuple[str, str, str | None, int, int]]) -> None:
-        """`build_index` for many messages, each (topic, keys, uniq_key, CommitLog offset,
-        store time ms), in CommitLog order: their entries are written in one pass."""
+    def build_index_many(self, records: Iterable[IndexedRecord]) -> None:
+        """`build_index` for many records (dispatch requests, as they are) in CommitLog
+        order: their entries are written in one pass."""
         through = self._indexed_through
         entries: list[tuple[int, int, int]] = []
         add = entries.append
-        for topic, keys, uniq_key, phys_offset, store_ms in messages:
+        key_hash_from = index_key_hash
+        topic: str | None = None
+        prefix = 0
+        for record in records:
+            phys_offset = record.commit_log_offset
+            keys = record.keys
+            uniq_key = record.uniq_key
             if phys_offset <= through or not (keys or uniq_key):
                 continue
-            prefix = _topic_prefix_hash(topic)
+            if record.topic != topic:  # a run is mostly of one topic: its prefix hashed once
+                topic = record.topic
+                prefix = _topic_prefix_hash(topic)
+            store_ms = record.store_timestamp
             before = len(entries)
             if uniq_key:
-                add((index_key_hash(prefix, uniq_key), phys_offset, store_ms))
-            if keys:
+                add((key_hash_from(prefix, uniq_key), phys_offset, store_ms))
+            if KEY_SEPARATOR not in keys:
+                if keys:
+                    add((key_hash_from(prefix, keys), phys_offset, store_ms))
+            else:
                 for key in keys.split(KEY_SEPARATOR):
                     if key:
-                        add((index_key_hash(prefix, key), phys_offset, store_ms))
+                        add((key_hash_from(prefix, key), phys_offset, store_ms))
             if len(entries) > before:  # KEYS of only spaces name no key
                 through = phys_offset
         if entries:

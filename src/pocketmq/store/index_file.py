@@ -35,6 +35,7 @@ import array
 import struct
 import sys
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
@@ -53,6 +54,14 @@ _SECTOR: Final = 512
 """What a disk writes whole (or not at all) when the power goes."""
 _ZERO_SECTOR: Final = bytes(_SECTOR)
 _ZERO_ENTRY: Final = bytes(ENTRY_SIZE)
+
+
+@lru_cache(maxsize=64)
+def _entries_struct(count: int) -> struct.Struct:
+    """`count` entries back to back: a run's entries go in with one pack."""
+    return struct.Struct(">" + "iqii" * count)
+
+
 # Entries read per chunk when truncation looks for the slots it must repair: bounds the copy.
 _TRUNCATE_CHUNK_ENTRIES: Final = 1 << 16
 
@@ -232,8 +241,6 @@ class IndexFile:
             _, self.begin_phy_offset, self.begin_timestamp = entries[start]
         begin_ms = self.begin_timestamp
         slots = self.slots
-        entry_pos = self._entries_pos + number * ENTRY_SIZE
-        pack_entry = _ENTRY.pack_into
         unpack_slot = _SLOT.unpack_from
         # Slot -> newest entry in it so far: entries of this call chain through it, not
         # through what the buffer holds.
@@ -241,6 +248,10 @@ class IndexFile:
         new_slots = 0
         end_ms = self.end_timestamp
         phys_offset = 0
+        # The entries' fields, flat, for one pack of them all; a run shares its store time.
+        fields: list[int] = []
+        add = fields.extend
+        last_ms = diff_s = -1
         for h, phys_offset, store_ms in entries[start : start + count]:
             slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
             previous = links.get(slot_pos)
@@ -249,15 +260,17 @@ class IndexFile:
                 if not 0 < previous < first:
                     previous = 0
                     new_slots += 1
-            diff_s = (store_ms - begin_ms) // 1000
-            if not 0 <= diff_s <= JAVA_INT_MAX:
-                diff_s = 0 if diff_s < 0 else JAVA_INT_MAX
-            pack_entry(buf, entry_pos, h, phys_offset, diff_s, previous)
-            entry_pos += ENTRY_SIZE
+            if store_ms != last_ms:
+                last_ms = store_ms
+                diff_s = (store_ms - begin_ms) // 1000
+                if not 0 <= diff_s <= JAVA_INT_MAX:
+                    diff_s = 0 if diff_s < 0 else JAVA_INT_MAX
+                if store_ms > end_ms:
+                    end_ms = store_ms
+            add((h, phys_offset, diff_s, previous))
             links[slot_pos] = number
             number += 1
-            if store_ms > end_ms:
-                end_ms = store_ms
+        _entries_struct(count).pack_into(buf, self._entries_pos + first * ENTRY_SIZE, *fields)
         self.index_count = number
         self.hash_slot_count += new_slots
         self.end_phy_offset = phys_offset

@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.index import IndexService
+from pocketmq.store.index import IndexService, KeyedRecord
 from pocketmq.store.index_file import (
     ENTRY_SIZE,
     HEADER_SIZE,
@@ -748,7 +748,7 @@ def test_bulk_building_writes_the_bytes_one_by_one_writes(
         single.build_index(*row)
     bulk = make_index(tmp_path_factory.mktemp("bulk"))
     for start in range(0, len(rows), run):
-        bulk.build_index_many(rows[start : start + run])
+        bulk.build_index_many(KeyedRecord(*row) for row in rows[start : start + run])
     assert bulk.max_phy_offset == single.max_phy_offset
     assert [f.path.read_bytes() for f in bulk.files] == [f.path.read_bytes() for f in single.files]
     single.close()

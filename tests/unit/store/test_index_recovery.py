@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.runtime.clock import ManualClock
-from pocketmq.store.index import IndexService
+from pocketmq.store.index import IndexService, KeyedRecord
 
 TOPIC = "T"
 SECTOR = 512
@@ -45,7 +45,8 @@ def make_index(directory: Path, slots: int = 8, max_index: int = 400) -> IndexSe
 
 def put(index: IndexService, messages: range) -> None:
     index.build_index_many(
-        (TOPIC, " ".join(keys_of(m)), None, phys_of(m), 1_700_000_000_000) for m in messages
+        KeyedRecord(TOPIC, " ".join(keys_of(m)), None, phys_of(m), 1_700_000_000_000)
+        for m in messages
     )
 
 
