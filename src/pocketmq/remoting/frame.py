@@ -180,8 +180,11 @@ class FrameDecoder:
         if available < frame_size:
             return None
         header_end = _MIN_FRAME_BYTES + header_size
-        header = bytes(buffer[_MIN_FRAME_BYTES:header_end])
-        body = bytes(buffer[header_end:frame_size])
+        # Through a view, each part is copied once (a slice of the bytearray would copy it
+        # twice: a bytearray, then bytes).
+        with memoryview(buffer) as view:
+            header = bytes(view[_MIN_FRAME_BYTES:header_end])
+            body = bytes(view[header_end:frame_size])
         del buffer[:frame_size]  # bytearray drops a prefix without moving the rest
         try:
             command = decode_header(header, serialize_type)
