@@ -51,6 +51,17 @@ offset, stored sys flag and stored properties text, so that dispatch need not pa
 _packed_host = lru_cache(maxsize=1024)(pack_host)
 
 
+@lru_cache(maxsize=1024)
+def _topic_fields(topic: str) -> tuple[bytes, int] | None:
+    """A topic's TOPIC field and the record magic it takes (V2 for a long topic), or None for
+    a topic no record can carry."""
+    encoded = topic.encode()
+    if len(encoded) > MAX_TOPIC_LENGTH or not encoded or b"\0" in encoded:
+        return None
+    magic = MESSAGE_MAGIC_CODE_V2 if len(encoded) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
+    return topic_field(encoded), magic
+
+
 class QueueOffsetTable:
     """The next queue offset of every (topic, queueId): RocketMQ's `topicQueueTable`."""
 
@@ -127,11 +138,10 @@ class CommitLog:
         if not messages:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch holds no message")
         first = messages[0]
-        topic = first.topic.encode()
-        if len(topic) > MAX_TOPIC_LENGTH or not topic or b"\0" in topic:
+        topic_fields = _topic_fields(first.topic)
+        if topic_fields is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"illegal topic {first.topic!r}")
-        topic_part = topic_field(topic)
-        magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
+        topic_part, magic = topic_fields
         packed_store_host = self._store_host_packed if store_host is None else pack_host(store_host)
         max_body = self.max_message_size
         # First pass: validate and size everything, so a bad message writes nothing.
@@ -216,29 +226,20 @@ class CommitLog:
                 )
             pos += size
             next_queue_offset += 1
-        mapped.wrote_position = pos
-        self.last_store_timestamp = now
-        return PutResult(
-            PutStatus.PUT_OK,
-            physical_offsets=offsets,
-            queue_offset=queue_offset,
-            wrote_bytes=total,
-            store_timestamp=now,
-        )
+        return self._appended(mapped, pos, now, offsets, queue_offset, total)
 
     def append_batch(
         self, batch: BatchToStore, *, appended: list[AppendedRecord] | None = None
     ) -> PutResult:
         """`append` for a batch send, each record written straight from its entry in the
         batch body: the same records, with no object per message on the way."""
-        topic = batch.topic.encode()
-        if len(topic) > MAX_TOPIC_LENGTH or not topic or b"\0" in topic:
+        topic_fields = _topic_fields(batch.topic)
+        if topic_fields is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"illegal topic {batch.topic!r}")
         spans = batch.spans
         if not spans:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch holds no message")
-        topic_part = topic_field(topic)
-        magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
+        topic_part, magic = topic_fields
         store_host = self._store_host_packed
         born_host = _packed_host(batch.born_host)
         fixed = fixed_part(len(born_host), len(store_host))
@@ -315,7 +316,19 @@ class CommitLog:
                 appended.append((base + pos, size, queue_id, next_queue_offset, sys_flag, text))
             pos += size
             next_queue_offset += 1
-        mapped.wrote_position = pos
+        return self._appended(mapped, pos, now, offsets, queue_offset, total)
+
+    def _appended(
+        self,
+        mapped: MappedFile,
+        position: int,
+        now: int,
+        offsets: list[int],
+        queue_offset: int,
+        total: int,
+    ) -> PutResult:
+        """Publishes an append's records (readers and dispatch see up to `position`)."""
+        mapped.wrote_position = position
         self.last_store_timestamp = now
         return PutResult(
             PutStatus.PUT_OK,

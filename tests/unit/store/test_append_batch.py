@@ -16,9 +16,9 @@ from pocketmq.common.stored_message import HostAddress, fixed_part, topic_field
 from pocketmq.runtime.clock import ManualClock
 from pocketmq.store.api import BatchToStore, PutResult, PutStatus
 from pocketmq.store.commitlog import AppendedRecord, CommitLog
+from tests.unit.store.test_commitlog import FILE_SIZE, make_log
 
-FILE_SIZE = 4096
-MAX_BODY = 600
+MAX_BODY = 1024  # `make_log`'s maxMessageSize
 
 TEXT = st.text(
     st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12
@@ -43,19 +43,6 @@ ENTRY = st.tuples(st.integers(-(2**31), 2**31 - 1), BODY, PROPERTIES)
 HOSTS: list[HostAddress] = [("10.0.0.1", 5555), ("::1", 40000)]
 
 
-def make_log(directory: Path, clock: ManualClock) -> CommitLog:
-    commit_log = CommitLog(
-        directory,
-        file_size=FILE_SIZE,
-        clock=clock,
-        store_host=("192.168.0.9", 10911),
-        max_message_size=MAX_BODY,
-        preallocate=False,
-    )
-    commit_log.files.load()
-    return commit_log
-
-
 def receipt(result: PutResult) -> tuple[object, ...]:
     return (
         result.status,
@@ -75,7 +62,7 @@ def written(commit_log: CommitLog) -> list[bytes]:
 @given(
     batches=st.lists(
         st.tuples(
-            st.lists(ENTRY, min_size=1, max_size=6),
+            st.lists(ENTRY, min_size=1, max_size=4),
             st.sampled_from(["Orders", "T" * 130]),  # a V1 and a V2 topic
             st.integers(0, 3),
             st.integers(0, 0xFFFF),
@@ -124,9 +111,9 @@ def test_a_batch_at_the_size_a_file_holds(tmp_path: Path, over: int) -> None:
     both ways alike."""
     clock = ManualClock()
     record_overhead = fixed_part(8, 8).size + len(topic_field(b"Orders")) + 2
-    last = FILE_SIZE - END_FILE_MIN_BLANK_LENGTH - 6 * record_overhead - 5 * MAX_BODY + over
+    last = FILE_SIZE - END_FILE_MIN_BLANK_LENGTH - 4 * record_overhead - 3 * MAX_BODY + over
     assert 0 <= last <= MAX_BODY
-    body = encode_batch_body([(0, b"b" * MAX_BODY, "")] * 5 + [(0, b"l" * last, "")])
+    body = encode_batch_body([(0, b"b" * MAX_BODY, "")] * 3 + [(0, b"l" * last, "")])
     batch = BatchToStore("Orders", 0, body, scan_batch_body(body), born_host=HOSTS[0])
     want = make_log(tmp_path / "objects", clock).append(batch.messages())
     have = make_log(tmp_path / "body", clock).append_batch(batch)
