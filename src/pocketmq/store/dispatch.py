@@ -302,9 +302,9 @@ class Dispatcher:
         """Takes what an append wrote (`CommitLog.append`'s `appended`), so that dispatch does
         not parse those records back. Recovery, replicas and anything appended otherwise are
         parsed; a record is taken from here only at exactly the offset dispatch reaches."""
-        known = self._known
-        if len(known) >= KNOWN_MAX:  # dispatch is far behind: it parses these records
+        if not self.takes_expected:  # dispatch is far behind: it parses these records
             return
+        known = self._known
         delays = self.schedule_delays_ms
         for offset, size, queue_id, queue_offset, sys_flag, properties in records:
             request = describe_record(
