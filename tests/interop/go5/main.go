@@ -195,7 +195,7 @@ func deadLetter(proxy, topic, group string) []int32 {
 	return attempts
 }
 
-func transaction(proxy, topic string) []string {
+func transaction(proxy, topic, group string) []string {
 	var mu sync.Mutex
 	checked := []string{}
 	checker := &rmq.TransactionChecker{Check: func(view *rmq.MessageView) rmq.TransactionResolution {
@@ -230,6 +230,16 @@ func transaction(proxy, topic string) []string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The client answers a check on its own once the checker returns: the producer stays up
+	// until the orphan's commit can be read (by a group of its own), or stopping it could cut
+	// the answer off and leave the orphan a half with no producer to ask.
+	probe := simple(proxy, topic, group+"-probe", 5*time.Second)
+	defer probe.GracefulStop()
+	for committed := false; !committed && time.Now().Before(deadline); {
+		for _, view := range receiveBatch(probe, 16, 15*time.Second) {
+			committed = committed || string(view.GetBody()) == "orphan"
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	return append([]string{}, checked...)
@@ -260,7 +270,7 @@ func main() {
 	case "dead-letter":
 		summary["attempts"] = deadLetter(proxy, topic, group)
 	case "transaction":
-		summary["checked"] = transaction(proxy, topic)
+		summary["checked"] = transaction(proxy, topic, group)
 	default:
 		must(fmt.Errorf("unknown scenario %s", scenario), "starting")
 	}

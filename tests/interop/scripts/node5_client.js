@@ -161,7 +161,7 @@ async function deadLetter(proxy, topic, group) {
   }
 }
 
-async function transaction(proxy, topic) {
+async function transaction(proxy, topic, group) {
   const checked = [];
   const checker = {
     async check(view) {
@@ -181,6 +181,20 @@ async function transaction(proxy, topic) {
     }
     const deadline = Date.now() + WAIT_MS;
     while (!checked.length && Date.now() < deadline) await sleep(200);
+    // The client answers a check on its own once the checker returns: the producer stays up
+    // until the orphan's commit can be read (by a group of its own), or stopping it could cut
+    // the answer off and leave the orphan a half with no producer to ask.
+    const probe = simpleConsumer(proxy, topic, `${group}-probe`, 5000);
+    await probe.startup();
+    try {
+      let committed = false;
+      while (!committed && Date.now() < deadline) {
+        const batch = await probe.receive(16, 15000);
+        committed = batch.some((received) => received.body.toString() === 'orphan');
+      }
+    } finally {
+      await probe.shutdown();
+    }
     return { checked };
   } finally {
     await producer.shutdown();
@@ -225,7 +239,7 @@ async function main() {
     summary = { received: (await receiveAll(proxy, topic, group, count)).map((l) => l.message_id) };
   } else if (scenario === 'redeliver') summary = await redeliver(proxy, topic, group);
   else if (scenario === 'dead-letter') summary = await deadLetter(proxy, topic, group);
-  else if (scenario === 'transaction') summary = await transaction(proxy, topic);
+  else if (scenario === 'transaction') summary = await transaction(proxy, topic, group);
   else if (scenario === 'push' || scenario === 'push-fifo') {
     const lines = await push(proxy, topic, group, count, scenario === 'push');
     summary = { consumed: lines.map((l) => [l.body, l.attempt, l.group]) };

@@ -198,7 +198,7 @@ class Checker(TransactionChecker):
         return TransactionResolution.COMMIT
 
 
-def transaction(proxy: str, topic: str) -> dict[str, object]:
+def transaction(proxy: str, topic: str, group: str) -> dict[str, object]:
     checker = Checker()
     producer = Producer(config(proxy), (topic,), checker)
     producer.startup()
@@ -213,6 +213,20 @@ def transaction(proxy: str, topic: str) -> dict[str, object]:
         deadline = time.monotonic() + WAIT_S
         while not checker.checked and time.monotonic() < deadline:
             time.sleep(0.2)
+        # The client answers a check on its own once the checker returns: the producer stays
+        # up until the orphan's commit can be read (by a group of its own), or stopping it
+        # could cut the answer off and leave the orphan a half with no producer to ask.
+        probe = SimpleConsumer(
+            config(proxy), f"{group}-probe", {topic: FilterExpression("*")},
+            await_duration=5, tls_enable=TLS,
+        )  # fmt: skip
+        probe.startup()
+        try:
+            committed = False
+            while not committed and time.monotonic() < deadline:
+                committed = any(m.body == b"orphan" for m in probe.receive(16, 15))
+        finally:
+            probe.shutdown()
         return {"checked": checker.checked}
     finally:
         producer.shutdown()
@@ -277,7 +291,7 @@ def main() -> None:
     elif scenario == "dead-letter":
         summary = dead_letter(proxy, topic, group, count)
     elif scenario == "transaction":
-        summary = transaction(proxy, topic)
+        summary = transaction(proxy, topic, group)
     elif scenario in ("push", "push-fifo"):
         lines = push(proxy, topic, group, count, fail_first=scenario == "push")
         summary = {"consumed": [[line["body"], line["attempt"], line["group"]] for line in lines]}

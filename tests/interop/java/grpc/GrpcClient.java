@@ -66,7 +66,7 @@ public final class GrpcClient {
         summary.put("attempts", deadLetter(config, topic, group));
         break;
       case "transaction":
-        summary.put("checked", transaction(config, topic));
+        summary.put("checked", transaction(config, topic, group));
         break;
       case "push":
       case "push-fifo":
@@ -201,7 +201,8 @@ public final class GrpcClient {
     return attempts;
   }
 
-  static List<Object> transaction(ClientConfiguration config, String topic) throws Exception {
+  static List<Object> transaction(ClientConfiguration config, String topic, String group)
+      throws Exception {
     List<Object> checked = Collections.synchronizedList(new ArrayList<>());
     try (Producer producer =
         PROVIDER
@@ -230,6 +231,17 @@ public final class GrpcClient {
       long deadline = System.currentTimeMillis() + WAIT_MS;
       while (checked.isEmpty() && System.currentTimeMillis() < deadline) {
         Thread.sleep(200);
+      }
+      // The client answers a check on its own once the checker returns: the producer stays up
+      // until the orphan's commit can be read (by a group of its own), or closing it could cut
+      // the answer off and leave the orphan a half with no producer to ask.
+      try (SimpleConsumer probe = simple(config, topic, group + "-probe", 5)) {
+        boolean committed = false;
+        while (!committed && System.currentTimeMillis() < deadline) {
+          for (MessageView view : probe.receive(16, Duration.ofSeconds(15))) {
+            committed = committed || body(view).equals("orphan");
+          }
+        }
       }
       return new ArrayList<>(checked);
     }
