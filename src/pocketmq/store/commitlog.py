@@ -51,6 +51,20 @@ offset, stored sys flag and stored properties text, so that dispatch need not pa
 _packed_host = lru_cache(maxsize=1024)(pack_host)
 
 
+def _body_too_big(size: int, limit: int) -> PutResult:
+    return PutResult(
+        PutStatus.MESSAGE_ILLEGAL,
+        remark=f"message body is {size} bytes, the limit (maxMessageSize) is {limit}",
+    )
+
+
+def _properties_too_long(size: int) -> PutResult:
+    return PutResult(
+        PutStatus.PROPERTIES_SIZE_EXCEEDED,
+        remark=f"properties are {size} bytes, the limit is {MAX_PROPERTIES_LENGTH}",
+    )
+
+
 @lru_cache(maxsize=1024)
 def _topic_fields(topic: str) -> tuple[bytes, int] | None:
     """A topic's TOPIC field and the record magic it takes (V2 for a long topic), or None for
@@ -155,22 +169,14 @@ class CommitLog:
         for message in messages:
             body = message.body
             if len(body) > max_body:
-                return PutResult(
-                    PutStatus.MESSAGE_ILLEGAL,
-                    remark=f"message body is {len(body)} bytes, the limit "
-                    f"(maxMessageSize) is {max_body}",
-                )
+                return _body_too_big(len(body), max_body)
             text = message.properties
             if text and text[-1] != PROPERTY_SEPARATOR:
                 # Recovery relies on the trailing separator to spot a torn tail (see dispatch).
                 text += PROPERTY_SEPARATOR
             properties = text.encode()
             if len(properties) > MAX_PROPERTIES_LENGTH:
-                return PutResult(
-                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                    remark=f"properties are {len(properties)} bytes, the limit is "
-                    f"{MAX_PROPERTIES_LENGTH}",
-                )
+                return _properties_too_long(len(properties))
             if (message.born_host, message.sys_flag) != last_host:
                 last_host = (message.born_host, message.sys_flag)
                 born_host = _packed_host(message.born_host)
@@ -251,20 +257,12 @@ class CommitLog:
         total = 0
         for _flag, start, stop, text in spans:
             if stop - start > max_body:
-                return PutResult(
-                    PutStatus.MESSAGE_ILLEGAL,
-                    remark=f"message body is {stop - start} bytes, the limit "
-                    f"(maxMessageSize) is {max_body}",
-                )
+                return _body_too_big(stop - start, max_body)
             if text and text[-1] != PROPERTY_SEPARATOR:
                 text += PROPERTY_SEPARATOR  # as `append`: recovery relies on it
             properties = text.encode()
             if len(properties) > MAX_PROPERTIES_LENGTH:
-                return PutResult(
-                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                    remark=f"properties are {len(properties)} bytes, the limit is "
-                    f"{MAX_PROPERTIES_LENGTH}",
-                )
+                return _properties_too_long(len(properties))
             tail = topic_part + len(properties).to_bytes(2, "big") + properties
             tails.append((tail, text))
             total += fixed_size + stop - start + len(tail)
