@@ -26,6 +26,7 @@ from typing import Any
 from pocketmq.common.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import RemotingClient
+from pocketmq.testing import free_port, free_port_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "interop" / "java"
@@ -157,13 +158,6 @@ def run_java_driver(
     return transcript
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def wait_until_ready(
     port: int, process: subprocess.Popen[bytes], log: Path, line: str | None
 ) -> None:
@@ -218,7 +212,7 @@ class ApacheRocketMQ:
         self.lib = fetch_jars(JAVA_DIR / pom)
         self.broker_settings = broker_settings or {}
         self.namesrv_port = free_port()
-        self.broker_port = free_port()
+        self.broker_port = free_port_pair()  # and its HA port, listenPort + 1
         self.processes: list[subprocess.Popen[bytes]] = []
 
     @property

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.raftkv.client import RaftKVClient, RaftKVError
-from pocketmq.testing import ServerProcess, start_server_process
+from pocketmq.testing import ServerProcess, free_port, start_server_process
 from pocketmq.testing.plugin import print_log_if_failed
 
 KILLS = int(os.environ.get("POCKETMQ_RAFT_KILLS", "3"))
@@ -25,21 +24,10 @@ WRITERS = 4
 pytestmark = pytest.mark.fault
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 class RaftCluster:
     def __init__(self, root: Path, size: int = 3) -> None:
         self.root = root
-        ports = free_ports(size)
+        ports = [free_port() for _ in range(size)]
         self.addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports)}
         self.peers = ",".join(f"{i}={a}" for i, a in self.addresses.items())
         self.processes: dict[int, ServerProcess] = {}

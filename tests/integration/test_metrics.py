@@ -248,12 +248,6 @@ def test_the_log_exporter_writes_otlp_json_lines(run_server: ServerFactory, tmp_
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [

@@ -173,6 +173,27 @@ def test_namesrv_and_broker_with_ports_in_use_say_which_setting_moves_them(
     assert_unharmed(shared)
 
 
+def test_a_dledger_broker_with_its_dledger_port_in_use_says_which_setting_moves_it(
+    shared: Shared,
+) -> None:
+    """The broker port is free, its DLedger port is not: the line names the DLedger port and
+    dLegerPeers, and stopping what had started is no traceback."""
+    taken = shared.up.port
+    config = shared.tmp / "dledger-port-taken.properties"
+    config.write_text(
+        "enableDLegerCommitLog=true\ndLegerGroup=broker-d\ndLegerSelfId=n0\n"
+        f"dLegerPeers=n0-127.0.0.1:{taken}\n"
+    )
+    port = free_port_pair()
+    result = cli("broker", "-c", str(config), "-n", shared.namesrv, "--port", str(port),
+                 "--data-dir", str(shared.tmp / "dledger-port-taken"))  # fmt: skip
+    assert error_lines(result, 1) == [
+        f"pocketmq broker: broker port {port}: its DLedger port {taken} is already in use; "
+        "choose another with dLegerPeers (the entry of n0)"
+    ]
+    assert_unharmed(shared)
+
+
 def test_a_data_dir_that_cannot_be_written_is_one_line(shared: Shared) -> None:
     a_file = shared.tmp / "a-file"
     a_file.write_text("not a directory")

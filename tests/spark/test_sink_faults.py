@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pocketmq.client.admin import AdminClient, TopicSettings
-from pocketmq.testing import ServerProcess, free_port_pair, start_server_process
+from pocketmq.testing import ServerProcess, free_port, free_port_pair, start_server_process
 from tests.spark.conftest import create_topic, produce, read_topic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,13 +131,6 @@ def test_replay_through_a_shuffle_into_a_topic_that_gained_queues(
     second = Driver(tmp_path, "driver-2", [*args, "--batch-size", "50"])
     assert second.finish() == 0, second.log()
     assert_published_once(spark, cluster.address, target, sent)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture

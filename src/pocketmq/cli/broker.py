@@ -32,6 +32,16 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def broker_bind_failure(error: OSError, server: BrokerServer, what: str, fix: str) -> StartupError:
+    """`bind_failure` for a broker: a DLedger broker's other listener is its DLedger port, which
+    its own entry in dLegerPeers sets."""
+    settings = server.dledger_settings
+    second = None
+    if settings is not None:
+        second = ("DLedger port", f"dLegerPeers (the entry of {settings.self_id})")
+    return bind_failure(error, what, server.config.listen_port, fix, second)
+
+
 def build_configs(
     args: argparse.Namespace,
 ) -> tuple[BrokerConfig, MessageStoreConfig, MetricsConfig]:
@@ -72,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
                 await server.start()
             except OSError as exc:
                 fix = "--port N or listenPort=N (0 picks a free port)"
-                port = broker_config.listen_port
-                raise bind_failure(exc, "broker port", port, fix) from None
+                raise broker_bind_failure(exc, server, "broker port", fix) from None
             metrics = await start_metrics(exporter)
             return f"broker {broker_config.broker_name}{metrics} ready at {server.address}"
 

@@ -39,7 +39,9 @@ class StartupError(Exception):
         self.status = status
 
 
-def bind_failure(error: OSError, what: str, port: int, fix: str) -> StartupError:
+def bind_failure(
+    error: OSError, what: str, port: int, fix: str, second: tuple[str, str] | None = None
+) -> StartupError:
     """The one-line startup error for a listener that could not be opened.
 
     Args:
@@ -47,21 +49,27 @@ def bind_failure(error: OSError, what: str, port: int, fix: str) -> StartupError
         what: which listener, e.g. "NameServer port".
         port: the port that was asked for.
         fix: how to move it, e.g. "--namesrv-port N (0 picks a free port)".
+        second: what a server's other listener is and how to move it, when the failed port is
+            not `port` (a broker's HA port, moved with `fix`, unless named here).
     """
-    described = _port_in_use(error, what, port, fix)
+    described = _port_in_use(error, what, port, fix, second)
     if described is None:
         described = f"{what} {port}: cannot start ({error.strerror or error})"
     return StartupError(described)
 
 
-def _port_in_use(error: OSError, what: str, port: int, fix: str) -> str | None:
+def _port_in_use(
+    error: OSError, what: str, port: int, fix: str, second: tuple[str, str] | None
+) -> str | None:
     """The one line for a port already in use (see `bind_failure`), or None for other errors."""
     if error.errno != errno.EADDRINUSE and "address already in use" not in str(error):
         return None
     found = _BIND_ADDRESS_PORT.search(str(error))
     actual = int(found.group(1)) if found else port
     if port and actual != port:  # a broker also listens on listenPort + 1 for its slaves
-        return f"{what} {port}: its HA port {actual} is already in use; choose another with {fix}"
+        other, other_fix = second or ("HA port", fix)
+        in_use = f"its {other} {actual} is already in use"
+        return f"{what} {port}: {in_use}; choose another with {other_fix}"
     return f"{what} {actual} is already in use; choose another with {fix}"
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.server import BrokerConfigError, BrokerServer
+from pocketmq.cli.broker import broker_bind_failure
 from pocketmq.cli.serving import (
     StartupError,
     apply_config_file,
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     fix = "--broker-port N (0 picks a free port)"
                     what = f"broker {config.broker_name} port"
-                    raise bind_failure(exc, what, config.listen_port, fix) from None
+                    raise broker_bind_failure(exc, broker, what, fix) from None
                 brokers.append(broker)
             proxy.config.namesrv_addr = used
             first = brokers[0]

@@ -144,8 +144,9 @@ class RaftNode(Generic[ResultT]):
         self._stopping = True
         await self.server.stop(grace_s=0.5)
         self._wake.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._tasks[-1]), timeout=5.0)
+        if self._tasks:  # none when its port could not be opened
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._tasks[-1]), timeout=5.0)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -5,6 +5,7 @@ from pocketmq.testing.cluster import InProcessCluster, start_cluster
 from pocketmq.testing.lifecycle import started
 from pocketmq.testing.processes import (
     ServerProcess,
+    free_port,
     free_port_pair,
     start_server_process,
     start_up_process,
@@ -19,6 +20,7 @@ __all__ = [
     "MessageRecorder",
     "ServerProcess",
     "async_wait_until",
+    "free_port",
     "free_port_pair",
     "start_cluster",
     "start_server_process",

@@ -4,7 +4,6 @@ a read barrier waits for the state machine, and a restart restores it from the s
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 from pocketmq.common.codes import ResponseCode
@@ -12,6 +11,7 @@ from pocketmq.raft.node import NodeSettings, NotLeaderError, RaftNode
 from pocketmq.raft.state_machine import Applied
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.transport import Channel, RemotingClient
+from pocketmq.testing import free_port
 
 OWNER_CODE = 60001
 
@@ -34,13 +34,6 @@ class Counter:
 
     def restore(self, image: bytes) -> None:
         self.total = int(image) if image else 0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def settings(directory: Path, port: int, **overrides: int) -> NodeSettings:
