@@ -34,6 +34,7 @@ from pocketmq.remoting.connection import (
     RequestReceived,
     ResponseReceived,
 )
+from pocketmq.remoting.dial import dial
 from pocketmq.remoting.errors import RemoteProtocolError, RemotingError
 from pocketmq.remoting.frame import FRAME_BYTES_MAX_DEFAULT
 from pocketmq.remoting.tls import Listener, TlsMode
@@ -448,8 +449,8 @@ class RemotingClient:
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
                     context = self._ssl or process_client_context()
-                    reader, writer = await asyncio.open_connection(
-                        host.strip("[]"), int(port), ssl=context, limit=READ_CHUNK_BYTES
+                    reader, writer = await dial(
+                        host.strip("[]"), int(port), ssl_context=context, limit=READ_CHUNK_BYTES
                     )
             except (OSError, TimeoutError) as exc:
                 raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc

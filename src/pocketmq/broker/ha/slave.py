@@ -33,6 +33,7 @@ from pocketmq.broker.ha.protocol import (
 )
 from pocketmq.broker.ha.settings import HASettings
 from pocketmq.remoting import tls
+from pocketmq.remoting.dial import dial
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.event_loop import cancel_and_wait
 from pocketmq.store.message_store import MessageStore
@@ -106,7 +107,7 @@ class HASlave:
     async def _follow(self, address: str) -> None:
         host, _, port = address.rpartition(":")
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port), ssl=tls.client_context()), _CONNECT_TIMEOUT_S
+            dial(host, int(port), ssl_context=tls.client_context()), _CONNECT_TIMEOUT_S
         )
         try:
             self.master_address = address
