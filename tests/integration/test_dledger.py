@@ -71,8 +71,14 @@ def test_a_group_elects_one_master_and_every_replica_holds_the_same_bytes(
     acked = send_all(group, 40, "a")
     with Producer("p2", namesrv=group.namesrv_addr) as producer:
         result = producer.send(Message(TOPIC, b"receipt"))
+        # A DLedger writer takes a batch message by message (it has no batch path).
+        bodies = [f"batch-{i}".encode() for i in range(5)]
+        batch = producer.send_batch([Message(TOPIC, b, keys=b.decode()) for b in bodies])
     assert result.durability == "FLUSHED"
     assert result.replicas >= 2
+    assert batch.status is SendStatus.SEND_OK
+    assert batch.replicas >= 2
+    acked += [(batch.queue.queue_id, batch.queue_offset + i, b) for i, b in enumerate(bodies)]
     end = group.wait_converged()
     reference = group.commit_log_bytes(master, end)
     assert len(reference) == end > 0
