@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import logging
 import secrets
-import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from pocketmq.observability.rpc import RpcLatency
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
 from pocketmq.proxy.server import ProxyServer
 from pocketmq.remoting.tls import TlsConfigError
+from pocketmq.runtime.ports import free_ports_from
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")
@@ -259,7 +259,7 @@ def dledger_configs(
     if base.listen_port:
         raft_ports = [DLEDGER_PORT_DEFAULT + i for i in range(replicas)]
     else:
-        raft_ports = free_ports(replicas)
+        raft_ports = [free_ports_from(1) for _ in range(replicas)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft_ports))
     configs = []
     for i in range(replicas):
@@ -276,19 +276,6 @@ def dledger_configs(
         )
         configs.append((config, store))
     return configs
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports free on loopback now (the OS may hand one out again before it is bound; the
-    bind then fails with one clear line)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 async def _dledger_ready(

@@ -8,7 +8,6 @@ raises with the process's log so the reason is in the test report.
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import socket
@@ -19,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocketmq.runtime.ports import free_ports_from
 from pocketmq.testing.waiting import wait_until
 
 _READY = re.compile(r"^pocketmq .* ready at (\S+)$")
@@ -157,60 +157,14 @@ def wait_ports_free(*ports: int, timeout_s: float = 30.0) -> None:
     wait_until(free, f"ports {', '.join(map(str, ports))} free again", timeout_s=timeout_s)
 
 
-def _ephemeral_range() -> tuple[int, int]:
-    """The kernel's range for the local ports of outgoing connections (Linux's default if it
-    cannot be read)."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-_handed_out: set[int] = set()
-_choose_lock = threading.Lock()
-_choose = random.Random()
-
-
-def _free_ports(width: int) -> int:
-    """The first of `width` adjacent ports of 127.0.0.1 that bind now, never handed out before
-    by this process.
-
-    A port a server is told to use must stay free until it starts. One the kernel picks (bind to
-    port 0) comes from its ephemeral range, where any outgoing connection of any process may
-    take it as its local port in the meantime (a DLedger replica's port was taken so once).
-    Ports below that range are never given to connections, so the choice is made there.
-    """
-    low, high = _ephemeral_range()
-    first, last = (10000, low - width) if low - width > 10000 else (high + 1, 65535 - width)
-    with _choose_lock:
-        for _ in range(1000):
-            port = _choose.randint(first, last)
-            wanted = range(port, port + width)
-            if _handed_out.intersection(wanted) or not all(map(_binds, wanted)):
-                continue
-            _handed_out.update(wanted)
-            return port
-    raise RuntimeError(f"no {width} adjacent free ports on 127.0.0.1 in {first}..{last}")
-
-
-def _binds(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port() -> int:
-    """A free port of 127.0.0.1 for a server to be started on (see `_free_ports`)."""
-    return _free_ports(1)
+    """A free port of 127.0.0.1 for a server to be started on (see `pocketmq.runtime.ports`)."""
+    return free_ports_from(1)
 
 
 def free_port_pair() -> int:
     """A port p of 127.0.0.1 with p and p + 1 free: a broker's, and its HA service's."""
-    return _free_ports(2)
+    return free_ports_from(2)
 
 
 def start_up_process(

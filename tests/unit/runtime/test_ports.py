@@ -1,6 +1,7 @@
-"""The ports handed to servers that tests start: free, outside the kernel's range for the local
-ports of outgoing connections (which another process could take before the server binds), and
-never handed out twice."""
+"""The ports handed to servers before they start (`pocketmq up --dledger`'s Raft ports, and the
+servers tests start): free, outside the kernel's range for the local ports of outgoing
+connections (which another process could take before the server binds), and never handed out
+twice."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import socket
 
 import pytest
 
-from pocketmq.testing import free_port, free_port_pair, processes
-from pocketmq.testing.processes import _ephemeral_range
+from pocketmq.runtime import ports
+from pocketmq.runtime.ports import ephemeral_range
+from pocketmq.testing import free_port, free_port_pair
 
 
 def test_ports_are_free_below_the_ephemeral_range_and_never_repeat() -> None:
-    low, _ = _ephemeral_range()
+    low, _ = ephemeral_range()
     pairs = [free_port_pair() for _ in range(50)]
     singles = [free_port() for _ in range(50)]
     handed = [*pairs, *(p + 1 for p in pairs), *singles]
@@ -30,5 +32,5 @@ def test_a_port_in_use_or_whose_neighbour_is_is_skipped(monkeypatch: pytest.Monk
         held = holder.getsockname()[1]
         spare = free_port()
         offers = iter([held, held - 1, spare + 1])
-        monkeypatch.setattr(processes._choose, "randint", lambda _a, _b: next(offers))
+        monkeypatch.setattr(ports._choose, "randint", lambda _a, _b: next(offers))
         assert free_port_pair() == spare + 1
