@@ -50,7 +50,7 @@ from pocketmq.observability.rpc import RpcLatency
 from pocketmq.proxy.config import ProxyConfig, ProxyMode
 from pocketmq.proxy.server import ProxyServer
 from pocketmq.remoting.tls import TlsConfigError
-from pocketmq.runtime.ports import free_ports_from
+from pocketmq.runtime.ports import free_port_run
 from pocketmq.store.config import MessageStoreConfig
 
 log = logging.getLogger("pocketmq.up")
@@ -259,7 +259,7 @@ def dledger_configs(
     if base.listen_port:
         raft_ports = [DLEDGER_PORT_DEFAULT + i for i in range(replicas)]
     else:
-        raft_ports = [free_ports_from(1) for _ in range(replicas)]
+        raft_ports = [free_port_run(1) for _ in range(replicas)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft_ports))
     configs = []
     for i in range(replicas):

@@ -15,7 +15,7 @@ import socket
 import threading
 from pathlib import Path
 
-_LOWEST = 10000
+_LOWEST = 10000  # the ports below are left to services with fixed, well-known ports
 _handed_out: set[int] = set()
 _lock = threading.Lock()
 _choose = random.Random()
@@ -31,7 +31,7 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def free_ports_from(width: int) -> int:
+def free_port_run(width: int) -> int:
     """The first of `width` adjacent ports of 127.0.0.1 that bind now, outside the ephemeral
     range, none handed out before by this process.
 

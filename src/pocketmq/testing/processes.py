@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketmq.runtime.ports import free_ports_from
+from pocketmq.runtime.ports import free_port_run
 from pocketmq.testing.waiting import wait_until
 
 _READY = re.compile(r"^pocketmq .* ready at (\S+)$")
@@ -159,12 +159,12 @@ def wait_ports_free(*ports: int, timeout_s: float = 30.0) -> None:
 
 def free_port() -> int:
     """A free port of 127.0.0.1 for a server to be started on (see `pocketmq.runtime.ports`)."""
-    return free_ports_from(1)
+    return free_port_run(1)
 
 
 def free_port_pair() -> int:
     """A port p of 127.0.0.1 with p and p + 1 free: a broker's, and its HA service's."""
-    return free_ports_from(2)
+    return free_port_run(2)
 
 
 def start_up_process(
