@@ -22,7 +22,11 @@ PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
 def find_property(text: str, name: str) -> str | None:
     """`decode_properties(text).get(name)` without decoding the rest: a match must start a
     segment, an empty value counts as absent, and of repeated keys the last one wins."""
-    needle = name + NAME_VALUE_SEPARATOR
+    return _find_segment(text, name + NAME_VALUE_SEPARATOR)
+
+
+def _find_segment(text: str, needle: str) -> str | None:
+    """`find_property` by the segment's start, `name` and its separator."""
     i = text.rfind(needle)
     while i != -1:
         if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
@@ -35,10 +39,16 @@ def find_property(text: str, name: str) -> str | None:
     return None
 
 
+# The needles of dispatch's three lookups, made once.
+_TAGS_NEEDLE: Final = PROPERTY_TAGS + NAME_VALUE_SEPARATOR
+_KEYS_NEEDLE: Final = PROPERTY_KEYS + NAME_VALUE_SEPARATOR
+_UNIQ_KEY_NEEDLE: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+
+
 def index_properties(text: str) -> tuple[str | None, str, str | None]:
     """What dispatch reads of a record's properties: TAGS, KEYS ("" when absent) and UNIQ_KEY."""
     return (
-        find_property(text, PROPERTY_TAGS),
-        find_property(text, PROPERTY_KEYS) or "",
-        find_property(text, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        _find_segment(text, _TAGS_NEEDLE),
+        _find_segment(text, _KEYS_NEEDLE) or "",
+        _find_segment(text, _UNIQ_KEY_NEEDLE),
     )

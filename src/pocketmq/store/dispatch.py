@@ -229,6 +229,9 @@ def _request(
     )  # fmt: skip
 
 
+_new_request: Final = tuple.__new__
+
+
 def describe_record(
     topic: str,
     queue_id: int,
@@ -242,18 +245,23 @@ def describe_record(
     """The request for a record whose fields are known: parsed back from the CommitLog, or
     handed over by the append that wrote them (`Dispatcher.expect`); both go through here."""
     tags, keys, uniq_key = index_properties(properties)
-    return DispatchRequest(
-        topic,
-        queue_id,
-        commit_log_offset,
-        size,
-        tags_code(tags) if tags else 0,
-        store_timestamp,
-        queue_offset,
-        keys,
-        uniq_key,
-        sys_flag,
-        properties,
+    # `tuple.__new__` straight: a named tuple's own `__new__` is a Python function, which
+    # doubled this once-per-record construction.
+    return _new_request(
+        DispatchRequest,
+        (
+            topic,
+            queue_id,
+            commit_log_offset,
+            size,
+            tags_code(tags) if tags else 0,
+            store_timestamp,
+            queue_offset,
+            keys,
+            uniq_key,
+            sys_flag,
+            properties,
+        ),
     )
 
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 import array
 import struct
 import sys
-from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
 from pocketmq.common.java_hash import index_hash, java_string_hash
+from pocketmq.common.kernels import compiled
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
+from pocketmq.store import index_kernel
 
 HEADER_SIZE: Final = 40
 SLOT_SIZE: Final = 4
@@ -54,6 +55,10 @@ _SECTOR: Final = 512
 """What a disk writes whole (or not at all) when the power goes."""
 _ZERO_SECTOR: Final = bytes(_SECTOR)
 _ZERO_ENTRY: Final = bytes(ENTRY_SIZE)
+KERNEL_COMPILED: Final = compiled(index_kernel)
+"""Whether runs of entries are linked by `index_kernel` compiled by mypyc."""
+_SWAP: Final = sys.byteorder == "little"
+"""Whether a native word of the slot table is byte-swapped from the file's big-endian int."""
 
 
 @lru_cache(maxsize=64)
@@ -131,6 +136,7 @@ class IndexFile:
                 f"{path.name}: {exc} for maxHashSlotNum={slots}, maxIndexNum={max_index}"
             ) from exc
         self._buffer = self._region.buffer
+        self._words: memoryview | None = None
         self._closed = False
         # A file opened from disk counts as unsynced: a crash may have left its pages unwritten.
         self._dirty = True
@@ -219,11 +225,14 @@ class IndexFile:
 
     def put_hash(self, h: int, phys_offset: int, store_timestamp_ms: int) -> bool:
         """Adds one key by its `key_hash`; False when the file is full (nothing written)."""
-        return self.put_entries(((h, phys_offset, store_timestamp_ms),)) == 1
+        return self.put_run([h], [phys_offset], [store_timestamp_ms]) == 1
 
-    def put_entries(self, entries: Sequence[tuple[int, int, int]], start: int = 0) -> int:
-        """Adds `entries[start:]`, each (key hash, CommitLog offset, store time ms), in
-        CommitLog order: the dispatcher's bulk path, one header write for all of them.
+    def put_run(
+        self, hashes: list[int], offsets: list[int], times: list[int], start: int = 0
+    ) -> int:
+        """Adds the entries from `start` of the parallel lists (key hash, CommitLog offset,
+        store time ms) in CommitLog order: the dispatcher's bulk path, one header write for
+        all of them.
 
         The entries are written first, then the header that counts them,
         then the slots that point at them: a process killed in between leaves a file whose
@@ -232,55 +241,90 @@ class IndexFile:
         Returns:
             How many fit; the caller puts the rest in a new file.
         """
-        buf = self._buffer
-        number = first = self.index_count
-        count = min(len(entries) - start, self.max_index - number)
+        first = self.index_count
+        count = min(len(hashes) - start, self.max_index - first)
         if count <= 0:
             return 0
-        if number == 1:
-            _, self.begin_phy_offset, self.begin_timestamp = entries[start]
+        if first == 1:
+            self.begin_phy_offset = offsets[start]
+            self.begin_timestamp = times[start]
+        # The entries' fields, flat, for one pack of them all; slot: newest entry of this run
+        # in it (the run's entries chain through it, not through what the file holds).
+        fields: list[int] = []
+        links: dict[int, int] = {}
+        if KERNEL_COMPILED:
+            words = self._slot_words()
+            new_slots, newest = index_kernel.link(
+                words, _SWAP, self.slots, first, self.begin_timestamp, hashes, offsets,
+                times, start, count, fields, links,
+            )  # fmt: skip
+        else:
+            new_slots, newest = self._link(hashes, offsets, times, start, count, fields, links)
+        buf = self._buffer
+        _entries_struct(count).pack_into(buf, self._entries_pos + first * ENTRY_SIZE, *fields)
+        self.index_count = first + count
+        self.hash_slot_count += new_slots
+        self.end_phy_offset = offsets[start + count - 1]
+        self.end_timestamp = max(self.end_timestamp, newest)
+        self._write_header()
+        if KERNEL_COMPILED:
+            index_kernel.write_slots(words, _SWAP, links)
+        else:
+            pack_slot = _SLOT.pack_into
+            for slot, linked in links.items():
+                pack_slot(buf, HEADER_SIZE + slot * SLOT_SIZE, linked)
+        self._dirty = True
+        return count
+
+    def _link(
+        self,
+        hashes: list[int],
+        offsets: list[int],
+        times: list[int],
+        start: int,
+        count: int,
+        fields: list[int],
+        links: dict[int, int],
+    ) -> tuple[int, int]:
+        """`index_kernel.link`, interpreted: slots read through `struct`."""
+        buf = self._buffer
+        first = self.index_count
         begin_ms = self.begin_timestamp
         slots = self.slots
         unpack_slot = _SLOT.unpack_from
-        # Slot -> newest entry in it so far: entries of this call chain through it, not
-        # through what the buffer holds.
-        links: dict[int, int] = {}
-        new_slots = 0
-        end_ms = self.end_timestamp
-        phys_offset = 0
-        # The entries' fields, flat, for one pack of them all; a run shares its store time.
-        fields: list[int] = []
         add = fields.extend
-        last_ms = diff_s = -1
-        for h, phys_offset, store_ms in entries[start : start + count]:
-            slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
-            previous = links.get(slot_pos)
+        number = first
+        new_slots = 0
+        newest = last_ms = -1
+        seconds = 0
+        stop = start + count
+        for h, offset, stored in zip(
+            hashes[start:stop], offsets[start:stop], times[start:stop], strict=True
+        ):
+            slot = h % slots
+            previous = links.get(slot)
             if previous is None:
-                previous = unpack_slot(buf, slot_pos)[0]
+                previous = unpack_slot(buf, HEADER_SIZE + slot * SLOT_SIZE)[0]
                 if not 0 < previous < first:
                     previous = 0
                     new_slots += 1
-            if store_ms != last_ms:
-                last_ms = store_ms
-                diff_s = (store_ms - begin_ms) // 1000
-                if not 0 <= diff_s <= JAVA_INT_MAX:
-                    diff_s = 0 if diff_s < 0 else JAVA_INT_MAX
-                if store_ms > end_ms:
-                    end_ms = store_ms
-            add((h, phys_offset, diff_s, previous))
-            links[slot_pos] = number
+            if stored != last_ms:  # a run shares its store times
+                last_ms = stored
+                seconds = min(max((stored - begin_ms) // 1000, 0), JAVA_INT_MAX)
+                newest = max(newest, stored)
+            add((h, offset, seconds, previous))
+            links[slot] = number
             number += 1
-        _entries_struct(count).pack_into(buf, self._entries_pos + first * ENTRY_SIZE, *fields)
-        self.index_count = number
-        self.hash_slot_count += new_slots
-        self.end_phy_offset = phys_offset
-        self.end_timestamp = end_ms
-        self._write_header()
-        pack_slot = _SLOT.pack_into
-        for slot_pos, linked in links.items():
-            pack_slot(buf, slot_pos, linked)
-        self._dirty = True
-        return count
+        return new_slots, newest
+
+    def _slot_words(self) -> memoryview:
+        """The slot table as native unsigned 32-bit words (for `index_kernel`), made once."""
+        words = self._words
+        if words is None:
+            table = memoryview(self._buffer)[HEADER_SIZE : self._entries_pos]
+            words = self._words = table.cast("I")
+            table.release()
+        return words
 
     # -- reading ---------------------------------------------------------------------------
     def _entry(self, number: int) -> tuple[int, int, int, int]:
@@ -572,6 +616,9 @@ class IndexFile:
         if self._closed:
             return
         self._closed = True
+        if self._words is not None:  # an exported view would keep the mapping from closing
+            self._words.release()
+            self._words = None
         self._region.close()
 
     def destroy(self) -> None:

@@ -26,8 +26,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+import pocketmq.store.index as index_module
+import pocketmq.store.index_file as index_file_module
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import ManualClock
+from pocketmq.store import index_kernel
 from pocketmq.store.index import IndexService, KeyedRecord
 from pocketmq.store.index_file import (
     ENTRY_SIZE,
@@ -37,6 +40,7 @@ from pocketmq.store.index_file import (
     IndexFileError,
     key_hash,
 )
+from tests.unit.common.kernel_source import interpreted
 
 T0 = 1_700_000_000_000  # ManualClock's default: 2023-11-14 22:13:20.000 UTC
 T0_NAME = "20231114221320000"
@@ -753,3 +757,58 @@ def test_bulk_building_writes_the_bytes_one_by_one_writes(
     assert [f.path.read_bytes() for f in bulk.files] == [f.path.read_bytes() for f in single.files]
     single.close()
     bulk.close()
+
+
+_INTERPRETED_KERNEL = interpreted(index_kernel)
+
+
+def _build_with(
+    build: str, directory: Path, rows: list[tuple[str, str, str | None, int, int]], run: int
+) -> list[bytes]:
+    """The files `build_index_many` leaves in runs of `run`, with the index's loops `build`:
+    "compiled" (the kernel as imported, compiled where the build could), "kernel source" (the
+    kernel run by the interpreter) or "interpreted" (the index's own loops)."""
+    with pytest.MonkeyPatch.context() as patch:
+        uses_kernel = build != "interpreted"
+        kernel = _INTERPRETED_KERNEL if build == "kernel source" else index_kernel
+        for module in (index_module, index_file_module):
+            patch.setattr(module, "KERNEL_COMPILED", uses_kernel)
+            patch.setattr(module, "index_kernel", kernel)
+        built = make_index(directory)
+        for start in range(0, len(rows), run):
+            built.build_index_many(KeyedRecord(*row) for row in rows[start : start + run])
+        files = [f.path.read_bytes() for f in built.files]
+        built.close()
+    return files
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=_MESSAGES, run=st.integers(1, 9))
+def test_the_kernel_and_the_interpreted_loops_write_the_same_bytes(
+    tmp_path_factory: pytest.TempPathFactory,
+    messages: list[tuple[str, str, str | None, int]],
+    run: int,
+) -> None:
+    """`index_kernel` (compiled where the build could, and its source interpreted) links runs
+    into slot chains byte for byte as the index's interpreted loops do: shared and reused
+    slots (16 slots, 8 entries a file), roll-over, times before the file's first."""
+    rows = [
+        (topic, keys, uniq, 100 * (i + 1), T0 + delay_ms)
+        for i, (topic, keys, uniq, delay_ms) in enumerate(messages)
+    ]
+    expected = _build_with("interpreted", tmp_path_factory.mktemp("interpreted"), rows, run)
+    for build in ("compiled", "kernel source"):
+        assert _build_with(build, tmp_path_factory.mktemp("k"), rows, run) == expected, build
+
+
+def test_the_kernel_reads_a_slot_the_file_already_holds_in_the_files_byte_order(
+    tmp_path: Path,
+) -> None:
+    """A key whose slot an earlier run filled chains to that entry: the slot word is read
+    from the file's big-endian int, whatever the machine's byte order."""
+    one = IndexFile.create(tmp_path / "f", slots=4, max_index=1000)
+    h = 0x01020304 * 4 + 1  # slot 1; entry numbers past 255 show a byte-order mistake
+    for number in range(1, 300):
+        assert one.put_hash(h, number * 10, T0) == (number < 1000)
+    assert one.select_hash(h, 1000, T0, T0) == [n * 10 for n in range(299, 0, -1)]
+    one.close()
