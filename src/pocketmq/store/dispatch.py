@@ -32,6 +32,7 @@ from pocketmq.common.constants import (
     TRANSACTION_TYPE_MASK,
 )
 from pocketmq.common.java_hash import tags_code
+from pocketmq.common.kernels import compiled
 from pocketmq.common.properties import decode_properties, find_property
 from pocketmq.common.property_kernel import index_properties
 from pocketmq.common.stored_layout import (
@@ -46,6 +47,7 @@ from pocketmq.common.stored_message import (
     peek_size_and_magic,
 )
 from pocketmq.common.topic_names import SCHEDULE_TOPIC
+from pocketmq.store import dispatch_kernel
 from pocketmq.store.commitlog import AppendedRecord, CommitLog
 from pocketmq.store.index import IndexService
 
@@ -275,6 +277,11 @@ class DispatchTarget(Protocol):
 _RUN: Final = 256
 """Records parsed before the targets take them: per-run work (headers, lookups) is paid once per
 run, and the run is short enough that held pulls hear of new messages without delay."""
+_KERNEL_CHUNK: Final = 256 * 1024
+"""Bytes copied for `dispatch_kernel` to parse at once (it reads `bytes`, not the mapping): a
+few hundred usual records; a record larger than this is parsed by `parse_dispatch`."""
+KERNEL_COMPILED: Final = compiled(dispatch_kernel)
+"""Whether records of the usual layout are parsed by `dispatch_kernel` compiled by mypyc."""
 KNOWN_MAX: Final = 8_192
 """Records handed over by appends and not yet dispatched, at most (a few MiB): past it (dispatch
 stopped, or puts ran without a turn of the event loop between them) appends hand nothing over,
@@ -381,6 +388,19 @@ class Dispatcher:
             try:
                 growing = view.nbytes < commit_log.file_size
                 while pos < len(view) and count < max_records:
+                    if KERNEL_COMPILED:
+                        parsed, consumed = self._parse_usual(
+                            view, pos, offset, min(_RUN, max_records - count)
+                        )
+                        if parsed:
+                            run.extend(parsed)
+                            pos += consumed
+                            offset += consumed
+                            count += len(parsed)
+                            if len(run) >= _RUN:
+                                self._hand_over(run)
+                                run = []
+                            continue
                     try:
                         request = parse_dispatch(view, pos, offset, check_crc=False)
                     except (MessageDecodeError, RecordEnd):
@@ -415,6 +435,23 @@ class Dispatcher:
                 view.release()
             self.reput_offset = offset
         return count
+
+    def _parse_usual(
+        self, view: memoryview, pos: int, offset: int, limit: int
+    ) -> tuple[list[DispatchRequest], int]:
+        """Up to `limit` records of the usual layout from `view[pos:]` (at CommitLog `offset`)
+        by `dispatch_kernel`, and the bytes they take; none where the next record is of
+        another kind, which `parse_dispatch` then takes (or refuses)."""
+        found: list[dispatch_kernel.Fields] = []
+        consumed = dispatch_kernel.parse_records(
+            bytes(view[pos : pos + _KERNEL_CHUNK]), offset, limit, found
+        )
+        requests = [describe_record(*fields) for fields in found]
+        delays = self.schedule_delays_ms
+        for i, request in enumerate(requests):
+            if request.topic == SCHEDULE_TOPIC:
+                requests[i] = with_deliver_timestamp(request, delays)
+        return requests, consumed
 
     def _hand_over(self, run: list[DispatchRequest]) -> None:
         if not run:

@@ -21,6 +21,7 @@ from pocketmq.common.properties import decode_properties
 from pocketmq.remoting import header_kernel, headers
 from pocketmq.remoting.errors import RemoteProtocolError
 from pocketmq.spark import records_kernel
+from pocketmq.store import dispatch, dispatch_kernel, index, index_file, index_kernel
 from pocketmq.store.index_file import index_key_hash
 from tests.unit.common.kernel_source import interpreted
 
@@ -63,6 +64,7 @@ def test_every_kernel_is_found() -> None:
         "pocketmq.common.property_kernel",
         "pocketmq.remoting.header_kernel",
         "pocketmq.spark.records_kernel",
+        "pocketmq.store.dispatch_kernel",
         "pocketmq.store.index_kernel",
     }
 
@@ -76,6 +78,8 @@ def test_the_compiled_kernels_are_the_ones_in_use() -> None:
         headers._kernel_then_careful if headers.KERNEL_COMPILED else headers._binary_ext_fields
     )
     assert headers._EXT_FIELDS is expected_reader
+    assert _compiled(index_kernel) == index_file.KERNEL_COMPILED == index.KERNEL_COMPILED
+    assert _compiled(dispatch_kernel) == dispatch.KERNEL_COMPILED
     records = pytest.importorskip("pocketmq.spark.records")  # needs pyarrow
     assert _compiled(records_kernel) == records.KERNEL_COMPILED
 
@@ -198,3 +202,6 @@ def test_the_kernels_constants_are_the_packages() -> None:
         constants.COMPRESSED_FLAG | constants.BORNHOST_V6_FLAG | constants.STOREHOSTADDRESS_V6_FLAG
     )
     assert stored_layout.FIXED_V4.size == records_kernel.FIXED_SIZE
+    assert dispatch_kernel.MAGIC_V1 & 0xFFFFFFFF == constants.MESSAGE_MAGIC_CODE_V1
+    assert dispatch_kernel.V6_FLAGS == stored_layout.V6_FLAGS
+    assert stored_layout.FIXED_V4.size == dispatch_kernel.FIXED_SIZE

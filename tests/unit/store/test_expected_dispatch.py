@@ -3,7 +3,9 @@ from the CommitLog gives: dispatch takes them instead of parsing, so the two mus
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +20,11 @@ from pocketmq.common.constants import (
 )
 from pocketmq.common.java_hash import tags_code
 from pocketmq.common.topic_names import SCHEDULE_TOPIC
-from pocketmq.store import dispatch
+from pocketmq.store import dispatch, dispatch_kernel
 from pocketmq.store.api import MessageToStore
 from pocketmq.store.dispatch import Dispatcher, DispatchRequest
 from pocketmq.store.message_store import MessageStore
+from tests.unit.common.kernel_source import interpreted
 from tests.unit.store.conftest import small_config
 
 DELAYS_MS = (1_000, 5_000, 10_000)
@@ -69,14 +72,36 @@ PUTS = st.lists(
 )
 
 
-def parsed_back(store: MessageStore) -> list[DispatchRequest]:
+_INTERPRETED_KERNEL = interpreted(dispatch_kernel)
+PARSERS = [("compiled", None), ("compiled", 700), ("kernel source", None), ("interpreted", None)]
+"""How dispatch parses, and what it copies for the kernel at once (None: the usual): the kernel
+as imported (compiled where the build could), in chunks that cut most records, its source run
+by the interpreter, and the interpreted parser alone."""
+
+
+@contextmanager
+def parsing_with(build: str, chunk: int | None) -> Iterator[None]:
+    """Dispatch parses with `build` (one of `PARSERS`) within the block."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dispatch, "KERNEL_COMPILED", build != "interpreted")
+        if build == "kernel source":
+            patch.setattr(dispatch, "dispatch_kernel", _INTERPRETED_KERNEL)
+        if chunk is not None:
+            patch.setattr(dispatch, "_KERNEL_CHUNK", chunk)
+        yield
+
+
+def parsed_back(
+    store: MessageStore, build: str = "compiled", chunk: int | None = None
+) -> list[DispatchRequest]:
     """Every record of the store's CommitLog, as a dispatcher that was handed nothing parses
-    them."""
+    them (with `parsing_with(build, chunk)`)."""
     seen: list[DispatchRequest] = []
     parser = Dispatcher(store.commit_log, [], schedule_delays_ms=DELAYS_MS)
     parser.reput_offset = store.commit_log.min_offset
     parser.on_dispatched.append(seen.append)
-    parser.dispatch_available(max_records=1 << 30)
+    with parsing_with(build, chunk):
+        parser.dispatch_available(max_records=1 << 30)
     return seen
 
 
@@ -88,7 +113,8 @@ def test_the_records_appends_hand_over_are_the_records_parsed_back(
     """Puts of every layout (IPv4 and IPv6 born hosts, topics past 127 bytes, transaction
     types, schedule entries with and without a usable DELAY, properties with and without their
     last separator) across CommitLog files that roll over, dispatched in slices of any size:
-    dispatch takes what the appends handed over, and that is what parsing gives."""
+    dispatch takes what the appends handed over, and that is what parsing gives, with the
+    kernel (compiled and its source interpreted) and without it."""
     root = Path(tmp_path_factory.mktemp("store"))  # type: ignore[attr-defined]
     store = MessageStore(small_config(root))
     store.load()
@@ -101,7 +127,8 @@ def test_the_records_appends_hand_over_are_the_records_parsed_back(
         while store.dispatcher.dispatch_available(max_records=slice_records):
             pass
         assert store.dispatcher.reput_offset == store.commit_log.max_offset
-        assert taken == parsed_back(store)
+        for build, chunk in PARSERS:
+            assert taken == parsed_back(store, build, chunk), (build, chunk)
     finally:
         store.close()
 
@@ -158,3 +185,36 @@ def test_past_known_max_appends_hand_nothing_over(
     assert queue is not None
     assert [entry[0] for entry in map(queue.entry, range(3)) if entry is not None] == offsets
     assert not known
+
+
+@pytest.mark.parametrize(("build", "chunk"), PARSERS)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(4, b"\x00\x00\x00\x01"), (28, b"\x00" * 8), (36, b"\x00\x00\x00\x30")],
+    ids=["magic", "physical offset", "v6 flags unwritten"],
+)
+def test_dispatch_stops_at_a_bad_record_after_the_good_ones_before_it(
+    open_store: Callable[..., MessageStore],
+    caplog: pytest.LogCaptureFixture,
+    build: str,
+    chunk: int | None,
+    field: int,
+    value: bytes,
+) -> None:
+    """A record whose magic, CommitLog offset or host flags cannot be right (its hosts are
+    IPv4, so flags saying IPv6 make its lengths wrong) stops dispatch just before it, with
+    every record before it dispatched, however it parses."""
+    store = open_store()
+    batch = [MessageToStore(topic="TopicA", body=b"x" * 300, properties="TAGS\x01a\x02")]
+    offsets = [store.commit_log.append(batch).physical_offsets[0] for _ in range(5)]
+    mapped = store.commit_log.files.find(offsets[3])
+    assert mapped is not None
+    at = offsets[3] - mapped.file_from_offset + field
+    mapped.buffer[at : at + len(value)] = value
+    seen: list[DispatchRequest] = []
+    store.dispatcher.on_dispatched.append(seen.append)
+    with parsing_with(build, chunk), caplog.at_level(logging.ERROR):
+        assert store.dispatcher.dispatch_available() == 3
+    assert [request.commit_log_offset for request in seen] == offsets[:3]
+    assert store.dispatcher.reput_offset == offsets[3]
+    assert f"dispatch stopped at commit log offset {offsets[3]}" in caplog.text
