@@ -149,11 +149,17 @@ def start_kafka(work: Path) -> Server:
     java = ["java", *JVM, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}"]
     cluster = _cluster_id()
     out = (work / "kafka.out").open("wb")
-    subprocess.run(
+    formatted = subprocess.run(
         [*java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster,
          "-c", str(config)],
-        stdout=out, stderr=out, check=True, timeout=BOOT_TIMEOUT_S,
+        stdout=out, stderr=out, timeout=BOOT_TIMEOUT_S,
     )  # fmt: skip
+    if formatted.returncode != 0:
+        out.close()
+        said = (work / "kafka.out").read_text(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"Kafka's storage format exited {formatted.returncode}: " + " | ".join(said)
+        )
     process = subprocess.Popen(
         [*java, "-cp", classpath, "kafka.Kafka", str(config)], stdout=out, stderr=out
     )

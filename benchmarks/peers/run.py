@@ -166,6 +166,27 @@ def tables(results: dict[tuple[int, str], list[dict[str, Any]]], args: argparse.
     return "\n".join(out)
 
 
+def one_round(row: Row, workload: str, round_no: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One round on a fresh server. A server that fails to start is tried once more, then the
+    round is recorded as failed: the table goes on without it."""
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory(prefix=f"peers-{row.system}-") as tmp:
+            try:
+                server = row.start(Path(tmp))
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                print(f"{row.system}: did not start (attempt {attempt}): {exc}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                if attempt == 2:
+                    return {"error": f"did not start: {exc}"}
+                continue
+            try:
+                tag = f"{workload}{round_no}{int(time.time())}"
+                return run_workload(row, server, workload, tag, args)
+            finally:
+                server.stop()
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -185,13 +206,7 @@ def main() -> None:
             continue
         for workload in args.workloads.split(","):
             for round_no in range(args.rounds):
-                with tempfile.TemporaryDirectory(prefix=f"peers-{row.system}-") as tmp:
-                    server = row.start(Path(tmp))
-                    try:
-                        tag = f"{workload}{round_no}{int(time.time())}"
-                        result = run_workload(row, server, workload, tag, args)
-                    finally:
-                        server.stop()
+                result = one_round(row, workload, round_no, args)
                 results.setdefault((index, workload), []).append(result)
                 print(f"{row.system} [{row.durability}] {workload} #{round_no + 1}: {result}",
                       file=sys.stderr, flush=True)  # fmt: skip
