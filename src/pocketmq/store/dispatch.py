@@ -37,6 +37,7 @@ from pocketmq.common.properties import decode_properties, find_property
 from pocketmq.common.property_kernel import index_properties
 from pocketmq.common.stored_layout import (
     PROPERTIES_LENGTH_SIZE,
+    SYS_FLAG_POS,
     TOPIC_LENGTH_SIZE_V1,
     V6_FLAGS,
     store_timestamp_pos,
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 # an import without its method-call fast path, and every record pays for it (measured ~3%).
 _HEAD: Final = layout.HEAD
 _LONG: Final = layout.LONG
+_INT: Final = layout.INT
 _UNSIGNED_SHORT: Final = layout.UNSIGNED_SHORT
 _FIXED_V4: Final = layout.FIXED_V4
 # Bytes after the body of the smallest V1 record: a topic length and a properties length.
@@ -442,6 +444,8 @@ class Dispatcher:
         """Up to `limit` records of the usual layout from `view[pos:]` (at CommitLog `offset`)
         by `dispatch_kernel`, and the bytes they take; none where the next record is of
         another kind, which `parse_dispatch` then takes (or refuses)."""
+        if not _kernel_parses(view, pos):
+            return [], 0
         found: list[dispatch_kernel.Fields] = []
         consumed = dispatch_kernel.parse_records(
             bytes(view[pos : pos + _KERNEL_CHUNK]), offset, limit, found
@@ -462,6 +466,18 @@ class Dispatcher:
             for request in run:
                 listener(request)
         self.last_store_timestamp = run[-1].store_timestamp
+
+
+def _kernel_parses(view: memoryview, pos: int) -> bool:
+    """Whether the record at `pos` looks like one `dispatch_kernel` parses, checked before a
+    chunk is copied for it: a run of other records (IPv6 hosts, records larger than the
+    chunk) must not pay a copy a record."""
+    if len(view) - pos < _FIXED_V4.size:
+        return False
+    size, magic = peek_size_and_magic(view, pos)
+    if magic != MESSAGE_MAGIC_CODE_V1 or size > _KERNEL_CHUNK:
+        return False
+    return not _INT.unpack_from(view, pos + SYS_FLAG_POS)[0] & V6_FLAGS
 
 
 def _ends_inside_record(view: memoryview, pos: int) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -218,3 +219,29 @@ def test_dispatch_stops_at_a_bad_record_after_the_good_ones_before_it(
     assert [request.commit_log_offset for request in seen] == offsets[:3]
     assert store.dispatcher.reput_offset == offsets[3]
     assert f"dispatch stopped at commit log offset {offsets[3]}" in caplog.text
+
+
+def test_records_the_kernel_does_not_parse_cost_no_copy_each(
+    open_store: Callable[..., MessageStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records of another layout (IPv6 hosts) or larger than the kernel's chunk go to the
+    interpreted parser without a chunk copied for the kernel first; usual records around them
+    still go to the kernel."""
+    store = open_store()
+    calls: list[int] = []
+
+    def counted(data: bytes, offset: int, limit: int, out: list[dispatch_kernel.Fields]) -> int:
+        calls.append(offset)
+        return dispatch_kernel.parse_records(data, offset, limit, out)
+
+    kernel = SimpleNamespace(parse_records=counted, Fields=dispatch_kernel.Fields)
+    monkeypatch.setattr(dispatch, "dispatch_kernel", kernel)
+    monkeypatch.setattr(dispatch, "KERNEL_COMPILED", True)
+    monkeypatch.setattr(dispatch, "_KERNEL_CHUNK", 4_000)
+    v6 = MessageToStore(topic="TopicA", body=b"x", born_host=("::1", 7777))
+    large = MessageToStore(topic="TopicA", body=b"x" * 5_000)
+    usual = MessageToStore(topic="TopicA", body=b"x")
+    for batch in ([v6] * 20, [large] * 3, [usual] * 5):
+        store.commit_log.append(batch)
+    assert store.dispatch_now() == 28
+    assert len(calls) == 1  # the five usual records, at once
