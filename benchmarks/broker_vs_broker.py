@@ -55,17 +55,37 @@ class Figures:
     consume_tps: float
     failures: int
     peak_rss_mib: float
+    anon_mib: float
+    """Resident at the end of the load: the process's own memory (heap, stacks, code's data)."""
+    file_mib: float
+    """Resident at the end of the load: pages of mapped files (the CommitLog, queues, index),
+    which the page cache holds whether or not a process maps them."""
 
 
-def peak_rss_mib(pid: int) -> float:
-    """The process's peak resident set (VmHWM), in MiB."""
+@dataclass(frozen=True)
+class Resident:
+    peak_mib: float
+    anon_mib: float
+    file_mib: float
+
+
+def resident(pid: int) -> Resident:
+    """The process's peak resident set (VmHWM) and its present one split into anonymous memory
+    and mapped files (RssAnon, RssFile + RssShmem), in MiB."""
+    fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "RssAnon", "RssFile", "RssShmem"):
+            fields[name] = int(value.split()[0]) / 1024
+    nan = float("nan")
+    return Resident(
+        fields.get("VmHWM", nan),
+        fields.get("RssAnon", nan),
+        fields.get("RssFile", nan) + fields.get("RssShmem", 0.0),
+    )
 
 
-def figures(server: str, flush: str, run: BenchmarkRun, rss_mib: float) -> Figures:
+def figures(server: str, flush: str, run: BenchmarkRun, rss: Resident) -> Figures:
     sent = run.busy_producer[1:] or run.busy_producer
     consumed = run.busy_consumer[1:] or run.busy_consumer
     return Figures(
@@ -76,7 +96,9 @@ def figures(server: str, flush: str, run: BenchmarkRun, rss_mib: float) -> Figur
         max_rt_ms=max((r.max_rt_ms for r in sent), default=0),
         consume_tps=statistics.median(r.consume_tps for r in consumed) if consumed else 0.0,
         failures=run.send_failed + run.response_failed + run.consume_failed,
-        peak_rss_mib=rss_mib,
+        peak_rss_mib=rss.peak_mib,
+        anon_mib=rss.anon_mib,
+        file_mib=rss.file_mib,
     )
 
 
@@ -92,7 +114,7 @@ def measure_pocketmq(
         run = run_benchmark(
             server.address, work / "tools", settings, duration_s=seconds, classpath=classpath
         )
-        rss = peak_rss_mib(server.process.pid)
+        rss = resident(server.process.pid)
     finally:
         server.stop()
     return figures("pocketmq", flush, run, rss)
@@ -111,7 +133,7 @@ def measure_rocketmq(
             duration_s=seconds,
             classpath=classpath,
         )
-        rss = peak_rss_mib(reference.processes[-1].pid)
+        rss = resident(reference.processes[-1].pid)
     finally:
         reference.stop()
     return figures("Apache RocketMQ 5.5.0", flush, run, rss)
@@ -120,12 +142,13 @@ def measure_rocketmq(
 def table(rows: list[Figures]) -> str:
     lines = [
         "| flush | server | send TPS | average RT ms | max RT ms | consume TPS | failures "
-        "| peak RSS MiB |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| peak RSS MiB | RSS at the end MiB: own / mapped files |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines.extend(
         f"| {r.flush} | {r.server} | {r.send_tps:,.0f} | {r.average_rt_ms:.3f} "
-        f"| {r.max_rt_ms:.0f} | {r.consume_tps:,.0f} | {r.failures} | {r.peak_rss_mib:,.0f} |"
+        f"| {r.max_rt_ms:.0f} | {r.consume_tps:,.0f} | {r.failures} | {r.peak_rss_mib:,.0f} "
+        f"| {r.anon_mib:,.0f} / {r.file_mib:,.0f} |"
         for r in rows
     )
     return "\n".join(lines)
@@ -142,6 +165,8 @@ def median_figures(runs: list[Figures]) -> Figures:
         statistics.median(r.consume_tps for r in runs),
         sum(r.failures for r in runs),
         statistics.median(r.peak_rss_mib for r in runs),
+        statistics.median(r.anon_mib for r in runs),
+        statistics.median(r.file_mib for r in runs),
     )
 
 
