@@ -26,7 +26,7 @@ def find_property(text: str, name: str) -> str | None:
 
 
 def _find_segment(text: str, needle: str) -> str | None:
-    """`find_property` by the segment's start, `name` and its separator."""
+    """`find_property` given its needle: the name and its separator."""
     i = text.rfind(needle)
     while i != -1:
         if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:

@@ -3,13 +3,13 @@ compiled by mypyc (`setup.py`).
 
 Dispatch parses every record a replica copies, recovery re-dispatches, or the append path did
 not hand over. Compiled, this reads a record's fixed fields byte by byte into native integers
-and checks its lengths without a Python frame, in about a sixth of the interpreted parser's
-time. Interpreted, those byte reads would be slower than `struct`, so `dispatch` calls it
-only when compiled; its own parser stays the interpreted path, the one that words errors, and
-the reference that the tests hold this one to. Any other record (another magic, the blank at
-a file's end, IPv6 hosts, lengths that do not add up, text that is not UTF-8, a record cut by
-the end of `data`, an offset other than expected) stops the kernel before it: `dispatch`
-parses that one, or refuses it, itself.
+and checks its lengths without a Python frame: about 220 ns a 1 KiB record, the copy of the
+chunk included, where the interpreted parser takes about 1,650. Interpreted, those byte reads
+would be slower than `struct`, so `dispatch` calls it only when compiled; its own parser stays
+the interpreted path, the one that words errors, and the reference that the tests hold this
+one to. Any other record (another magic, the blank at a file's end, IPv6 hosts, lengths that
+do not add up, text that is not UTF-8, a record cut by the end of `data`, an offset other than
+expected) stops the kernel before it: `dispatch` parses that one, or refuses it, itself.
 """
 
 from __future__ import annotations
