@@ -34,7 +34,7 @@ import calendar
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol
@@ -42,19 +42,17 @@ from typing import Final, NamedTuple, Protocol
 from pocketmq.common.java_hash import java_string_hash
 from pocketmq.runtime.clock import Clock
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
-from pocketmq.store import index_kernel
+from pocketmq.store import index_kernel, index_loops
 from pocketmq.store.index_file import (
     JAVA_INT_MAX,
     KERNEL_COMPILED,
     IndexFile,
     IndexFileError,
-    index_key_hash,
     key_hash,
 )
 
 log = logging.getLogger(__name__)
 
-KEY_SEPARATOR: Final = " "
 CORRUPT_SUFFIX: Final = ".corrupt"
 _TEMPORARY_SUFFIX: Final = ".tmp"
 _NAME_DIGITS: Final = 17
@@ -232,7 +230,7 @@ class IndexService:
         hashes: list[int] = []
         offsets: list[int] = []
         times: list[int] = []
-        collect = index_kernel.collect if KERNEL_COMPILED else _collect
+        collect = index_kernel.collect if KERNEL_COMPILED else index_loops.collect
         through = collect(
             records, self._indexed_through, _topic_prefix_hash, hashes, offsets, times
         )
@@ -347,44 +345,6 @@ class IndexService:
         """Closes every file (without syncing; `flush` first for a clean stop)."""
         for index_file in self.files:
             index_file.close()
-
-
-def _collect(
-    records: Iterable[IndexedRecord],
-    through: int,
-    prefix_hash: Callable[[str], int],
-    hashes: list[int],
-    offsets: list[int],
-    times: list[int],
-) -> int:
-    """`index_kernel.collect`, interpreted (its loop is slower run by the interpreter)."""
-    key_hash_from = index_key_hash
-    topic: str | None = None
-    prefix = 0
-    for record in records:
-        phys_offset = record.commit_log_offset
-        keys = record.keys
-        uniq_key = record.uniq_key
-        if phys_offset <= through or not (keys or uniq_key):
-            continue
-        if record.topic != topic:  # a run is mostly of one topic: its prefix hashed once
-            topic = record.topic
-            prefix = prefix_hash(topic)
-        store_ms = record.store_timestamp
-        before = len(hashes)
-        if uniq_key:
-            hashes.append(key_hash_from(prefix, uniq_key))
-        if KEY_SEPARATOR not in keys:
-            if keys:
-                hashes.append(key_hash_from(prefix, keys))
-        else:
-            hashes.extend([key_hash_from(prefix, key) for key in keys.split(KEY_SEPARATOR) if key])
-        added = len(hashes) - before
-        if added:  # KEYS of only spaces name no key
-            offsets.extend((phys_offset,) * added)
-            times.extend((store_ms,) * added)
-            through = phys_offset
-    return through
 
 
 def _file_name(now_ms: int) -> str:

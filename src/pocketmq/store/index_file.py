@@ -41,7 +41,7 @@ from typing import Final
 from pocketmq.common.java_hash import index_hash, java_string_hash
 from pocketmq.common.kernels import compiled
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, create_sized_file
-from pocketmq.store import index_kernel
+from pocketmq.store import index_kernel, index_loops
 
 HEADER_SIZE: Final = 40
 SLOT_SIZE: Final = 4
@@ -259,7 +259,10 @@ class IndexFile:
                 times, start, count, fields, links,
             )  # fmt: skip
         else:
-            new_slots, newest = self._link(hashes, offsets, times, start, count, fields, links)
+            new_slots, newest = index_loops.link(
+                self._buffer, HEADER_SIZE, self.slots, first, self.begin_timestamp, hashes,
+                offsets, times, start, count, fields, links,
+            )  # fmt: skip
         buf = self._buffer
         _entries_struct(count).pack_into(buf, self._entries_pos + first * ENTRY_SIZE, *fields)
         self.index_count = first + count
@@ -275,47 +278,6 @@ class IndexFile:
                 pack_slot(buf, HEADER_SIZE + slot * SLOT_SIZE, linked)
         self._dirty = True
         return count
-
-    def _link(
-        self,
-        hashes: list[int],
-        offsets: list[int],
-        times: list[int],
-        start: int,
-        count: int,
-        fields: list[int],
-        links: dict[int, int],
-    ) -> tuple[int, int]:
-        """`index_kernel.link`, interpreted: slots read through `struct`."""
-        buf = self._buffer
-        first = self.index_count
-        begin_ms = self.begin_timestamp
-        slots = self.slots
-        unpack_slot = _SLOT.unpack_from
-        add = fields.extend
-        number = first
-        new_slots = 0
-        newest = last_ms = -1
-        seconds = 0
-        stop = start + count
-        for h, offset, stored in zip(
-            hashes[start:stop], offsets[start:stop], times[start:stop], strict=True
-        ):
-            slot = h % slots
-            previous = links.get(slot)
-            if previous is None:
-                previous = unpack_slot(buf, HEADER_SIZE + slot * SLOT_SIZE)[0]
-                if not 0 < previous < first:
-                    previous = 0
-                    new_slots += 1
-            if stored != last_ms:  # a run shares its store times
-                last_ms = stored
-                seconds = min(max((stored - begin_ms) // 1000, 0), JAVA_INT_MAX)
-                newest = max(newest, stored)
-            add((h, offset, seconds, previous))
-            links[slot] = number
-            number += 1
-        return new_slots, newest
 
     def _slot_words(self) -> memoryview:
         """The slot table as native unsigned 32-bit words (for `index_kernel`), made once."""

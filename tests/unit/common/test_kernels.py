@@ -202,6 +202,7 @@ def test_the_kernels_constants_are_the_packages() -> None:
         constants.COMPRESSED_FLAG | constants.BORNHOST_V6_FLAG | constants.STOREHOSTADDRESS_V6_FLAG
     )
     assert stored_layout.FIXED_V4.size == records_kernel.FIXED_SIZE
+    assert index_kernel.KEY_SEPARATOR == constants.KEY_SEPARATOR
     assert dispatch_kernel.MAGIC_V1 & 0xFFFFFFFF == constants.MESSAGE_MAGIC_CODE_V1
     assert dispatch_kernel.V6_FLAGS == stored_layout.V6_FLAGS
     assert stored_layout.FIXED_V4.size == dispatch_kernel.FIXED_SIZE
