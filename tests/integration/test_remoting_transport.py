@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.frame import decode_frame, encode_frame
 from pocketmq.remoting.transport import (
     Channel,
     ChannelClosedError,
@@ -144,6 +146,41 @@ def test_what_was_written_before_a_close_still_reaches_the_peer() -> None:
         await channel.close()
         await async_wait_until(lambda: len(seen) == 3, "3 oneway requests handled", poll_s=0.01)
         assert seen == ["0", "1", "2"]
+
+    with_server(test)
+
+
+def _round_trip_s(address: str, request: RemotingCommand) -> tuple[RemotingCommand, float]:
+    """One request over a plain blocking socket (its own thread, beside the event loop):
+    the answer and the seconds until all of it arrived."""
+    host, port = address.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        began = time.monotonic()
+        sock.sendall(encode_frame(request))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            data += chunk
+        return decode_frame(data), time.monotonic() - began
+
+
+def test_a_lone_request_is_answered_before_the_work_it_leaves_for_the_loop() -> None:
+    """A store's put leaves dispatch to the loop's next callbacks; the answer to the only
+    request in flight must not wait for them (a client sending one at a time would)."""
+    blocked_s = 0.5
+
+    async def leave_work(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        asyncio.get_running_loop().call_soon(time.sleep, blocked_s)  # blocks the whole loop
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, remark="stored")
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        server.handlers[ECHO + 12] = leave_work
+        request = RemotingCommand.request(ECHO + 12)
+        request.opaque = 7
+        answer, took_s = await asyncio.to_thread(_round_trip_s, address, request)
+        assert (answer.remark, answer.opaque) == ("stored", 7)
+        assert took_s < blocked_s * 0.8, f"the answer waited {took_s:.3f} s for later work"
 
     with_server(test)
 

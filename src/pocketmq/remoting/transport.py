@@ -131,20 +131,32 @@ class Channel:
         if self.is_closed:
             raise ChannelClosedError(f"channel to {self.remote_address} is closed")
         data = self._connection.send_request(request)
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        # With no other request waiting, none is likely to follow this turn: it leaves now.
+        alone = not self._waiting
         self._waiting[request.opaque] = future
         try:
-            await self._write(data)
-            async with asyncio.timeout(timeout_s):
+            await self._write(data, alone=alone)
+            # A timer that fails the future, not `asyncio.timeout`: that one looks up the task
+            # and runs a context manager on every request, a tenth of a sync send's client work.
+            expiry = loop.call_later(timeout_s, self._expire, future, request.code, timeout_s)
+            try:
                 return await future
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"no response from {self.remote_address} to request code {request.code} "
-                f"within {timeout_s * 1000:.0f} ms"
-            ) from None
+            finally:
+                expiry.cancel()
         finally:
             self._waiting.pop(request.opaque, None)
             self._connection.forget(request.opaque)
+
+    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout_s: float) -> None:
+        if not future.done():
+            future.set_exception(
+                RemotingTimeoutError(
+                    f"no response from {self.remote_address} to request code {code} "
+                    f"within {timeout_s * 1000:.0f} ms"
+                )
+            )
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Sends a oneway request; nothing comes back."""
@@ -155,27 +167,36 @@ class Channel:
 
     async def send_response(self, response: RemotingCommand) -> None:
         if not self.is_closed:
-            await self._write(self._connection.send_response(response))
+            # The only request in flight here is answered at once: a client sending one at a
+            # time waits a turn of the loop less, and its answer leaves before the work the
+            # request left behind (dispatch of what it stored).
+            await self._write(self._connection.send_response(response), alone=len(self._tasks) <= 1)
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(self, data: bytes, *, alone: bool = False) -> None:
         """Queues `data`; everything queued in one turn of the event loop leaves in one write
         (one system call for the answers of many requests handled together), at the end of
-        that turn."""
+        that turn. `alone`: nothing else is expected this turn, so with nothing queued it
+        leaves now."""
         self.last_active = time.monotonic()
         transport = self._writer.transport
         if transport.is_closing():
             raise ChannelClosedError(f"channel to {self.remote_address} is closed")
-        self._out.append(data)
-        if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+        if alone and self._flush_handle is None:  # nothing queued
+            self._send([data])
+        else:
+            self._out.append(data)
+            if self._flush_handle is None:
+                self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
         if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
             await self._writer.drain()
 
     def _flush(self) -> None:
         self._flush_handle = None
         out, self._out = self._out, []
-        if not out or self._writer.transport.is_closing():
-            return
+        if out and not self._writer.transport.is_closing():
+            self._send(out)
+
+    def _send(self, out: list[bytes]) -> None:
         try:
             if len(out) == 1:
                 self._writer.write(out[0])
