@@ -15,21 +15,20 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pocketmq.common.constants import CONSUME_QUEUE_UNIT_SIZE
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, Buffer, FileSystem
 from pocketmq.store.mapped_file import MappedFileQueue
 
-if TYPE_CHECKING:
-    from pocketmq.store.dispatch import DispatchRequest
-
 log = logging.getLogger(__name__)
 
 UNIT: Final = CONSUME_QUEUE_UNIT_SIZE
-_ENTRY: Final = struct.Struct(">qiq")
+ENTRY: Final = struct.Struct(">qiq")
+"""An entry: CommitLog offset, record size, tag code."""
+_ENTRY: Final = ENTRY
 _ZERO_CHUNK: Final = bytes(64 * 1024)
 
 
@@ -174,25 +173,20 @@ class ConsumeQueue:
         mapped.wrote_position += UNIT
         self.max_physical_end = physical_offset + size
 
-    def put_run(self, requests: Sequence[DispatchRequest]) -> None:
-        """`put` for the records of consecutive queue offsets: written with one copy when they
-        continue the last file and fit in it, one by one otherwise."""
-        first = requests[0]
+    def put_run(self, first: int, entries: list[bytes], max_physical_end: int) -> None:
+        """`put` for the packed entries (`ENTRY`) of consecutive queue offsets from `first`:
+        written with one copy when they continue the last file and fit in it, one by one
+        otherwise. `max_physical_end`: where the last one's record ends in the CommitLog."""
         last = self.files.files[-1] if self.files.files else None
-        size = len(requests) * UNIT
-        if last is not None and first.queue_offset * UNIT == last.wrote_offset:
+        size = len(entries) * UNIT
+        if last is not None and first * UNIT == last.wrote_offset and size <= last.free_bytes:
             position = last.wrote_position
-            if size <= last.free_bytes:
-                pack = _ENTRY.pack
-                last.buffer[position : position + size] = b"".join(
-                    [pack(r.commit_log_offset, r.size, r.tags_code) for r in requests]
-                )
-                last.wrote_position = position + size
-                end = requests[-1]
-                self.max_physical_end = end.commit_log_offset + end.size
-                return
-        for r in requests:
-            self.put(r.queue_offset, r.commit_log_offset, r.size, r.tags_code)
+            last.buffer[position : position + size] = b"".join(entries)
+            last.wrote_position = position + size
+            self.max_physical_end = max_physical_end
+            return
+        for number, (offset, length, tags_code) in enumerate(_ENTRY.iter_unpack(b"".join(entries))):
+            self.put(first + number, offset, length, tags_code)
 
     # -- reading ---------------------------------------------------------------------------
     def _entry_at(self, byte_offset: int) -> tuple[int, int, int]:

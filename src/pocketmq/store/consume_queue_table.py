@@ -9,13 +9,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
+from pocketmq.common.constants import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
-from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.store.consume_queue import ENTRY, ConsumeQueue
 from pocketmq.store.dispatch import DispatchRequest
 from pocketmq.store.mapped_file import sync_new_files
 
 log = logging.getLogger(__name__)
+
+_NOT_CONSUMABLE: Final = frozenset((TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
+"""Transaction types whose records take no queue entry (`DispatchRequest.goes_to_consume_queue`)."""
 
 
 class ConsumeQueueTable:
@@ -76,27 +85,30 @@ class ConsumeQueueTable:
             for request in requests:
                 self.dispatch(request)
             return
-        # Records of one queue at consecutive offsets (mostly a batch) are written as one run.
-        run: list[DispatchRequest] = []
-        for request in requests:
-            if not request.goes_to_consume_queue:
+        # Records of one queue at consecutive offsets (mostly a batch) are packed as they come
+        # and written as one run; the fields are unpacked at once, not read by name.
+        pack = ENTRY.pack
+        packed: list[bytes] = []
+        topic_now, queue_now, first, next_offset, end = "", -1, -1, -1, 0
+        for topic, queue_id, offset, size, tags, _, queue_offset, _, _, sys_flag, _ in requests:
+            if sys_flag & TRANSACTION_TYPE_MASK in _NOT_CONSUMABLE:
                 continue
-            if run:
-                before = run[-1]
-                if (
-                    request.queue_offset != before.queue_offset + 1
-                    or request.queue_id != before.queue_id
-                    or request.topic != before.topic
-                ):
-                    self._put_run(run)
-                    run = []
-            run.append(request)
-        if run:
-            self._put_run(run)
+            if queue_offset != next_offset or queue_id != queue_now or topic != topic_now:
+                if packed:
+                    self._put_run(topic_now, queue_now, first, packed, end)
+                    packed = []
+                topic_now, queue_now, first = topic, queue_id, queue_offset
+            packed.append(pack(offset, size, tags))
+            next_offset = queue_offset + 1
+            end = offset + size
+        if packed:
+            self._put_run(topic_now, queue_now, first, packed, end)
 
-    def _put_run(self, run: list[DispatchRequest]) -> None:
-        key = (run[0].topic, run[0].queue_id)
-        (self.queues.get(key) or self._create(*key)).put_run(run)
+    def _put_run(
+        self, topic: str, queue_id: int, first: int, packed: list[bytes], end: int
+    ) -> None:
+        queue = self.queues.get((topic, queue_id)) or self._create(topic, queue_id)
+        queue.put_run(first, packed, end)
 
     def dispatch(self, request: DispatchRequest) -> None:
         if request.goes_to_consume_queue:
