@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -150,10 +150,19 @@ class PullHoldService:
             del self._waiters[key]
         return len(woken)
 
-    def on_dispatched(self, request: DispatchRequest) -> None:
-        """A `Dispatcher.on_dispatched` listener: a queue entry was just built."""
-        if self._waiters and request.goes_to_consume_queue:
-            self.notify(request.topic, request.queue_id, request.queue_offset + 1)
+    def on_dispatched(self, run: Sequence[DispatchRequest]) -> None:
+        """A `Dispatcher.on_dispatched` listener: queue entries were just built. Each queue
+        with pulls waiting is notified once a run, with the newest of its entries."""
+        waiters = self._waiters
+        if not waiters:
+            return
+        newest: dict[tuple[str, int], int] = {}
+        for request in run:
+            key = (request.topic, request.queue_id)
+            if key in waiters and request.goes_to_consume_queue:
+                newest[key] = max(newest.get(key, 0), request.queue_offset + 1)
+        for (topic, queue_id), max_offset in newest.items():
+            self.notify(topic, queue_id, max_offset)
 
     def close(self) -> None:
         """Wakes every held pull (they answer with what there is) and refuses new holds."""

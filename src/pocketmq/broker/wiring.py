@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,7 +170,7 @@ class BrokerWiring:
         if (isinstance(replica, ReplicaRole) and replica.is_slave) or isinstance(
             replica, ControlledReplica
         ):
-            store.dispatcher.on_dispatched.append(self._learn_replicated_topic)
+            store.dispatcher.on_dispatched.append(self._learn_replicated_topics)
         self.pull = PullHandler(
             store,
             topics,
@@ -258,23 +258,21 @@ class BrokerWiring:
             return controlled_routes(replica)
         return {RequestCode.GET_BROKER_HA_STATUS: replica.handle_status}
 
-    def _learn_replicated_topic(self, request: DispatchRequest) -> None:
-        """A slave serves reads of a topic the master created since the last metadata sync."""
-        if (
-            request.topic in self.topics.topics
-            or request.topic == METADATA_TOPIC
-            or not self.replica.is_slave
-        ):
+    def _learn_replicated_topics(self, run: Sequence[DispatchRequest]) -> None:
+        """A slave serves reads of topics the master created since the last metadata sync."""
+        if not self.replica.is_slave:
             return
-        try:
-            learned = self.topics.learn_replicated(
-                request.topic, request.queue_id, self.clock.now_ms()
-            )
-        except TopicError:
-            return
-        if learned is not None:
-            log.info("topic %s seen in replicated data before its config", request.topic)
-            self._topics_changed()
+        known = self.topics.topics
+        for topic, queue_id in dict.fromkeys((request.topic, request.queue_id) for request in run):
+            if topic in known or topic == METADATA_TOPIC:
+                continue
+            try:
+                learned = self.topics.learn_replicated(topic, queue_id, self.clock.now_ms())
+            except TopicError:
+                continue
+            if learned is not None:
+                log.info("topic %s seen in replicated data before its config", topic)
+                self._topics_changed()
 
     async def _find_group(self, group: str) -> SubscriptionGroupConfig | None:
         """A group's settings; an unknown group is created first with

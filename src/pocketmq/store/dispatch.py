@@ -310,7 +310,8 @@ class Dispatcher:
         self.schedule_delays_ms: tuple[int, ...] = tuple(schedule_delays_ms)
         self.reput_offset = 0
         self.last_store_timestamp = 0
-        self.on_dispatched: list[Callable[[DispatchRequest], None]] = []
+        # Called with each run of dispatched records, once its queue entries and index are built.
+        self.on_dispatched: list[Callable[[Sequence[DispatchRequest]], None]] = []
         # Requests for records the append path just wrote, in CommitLog order: dispatch takes
         # them instead of parsing those records back (about 40 % of its work a record).
         self._known: deque[DispatchRequest] = deque()
@@ -463,8 +464,7 @@ class Dispatcher:
         for target in self._targets:
             target.dispatch_many(run)
         for listener in self.on_dispatched:
-            for request in run:
-                listener(request)
+            listener(run)
         self.last_store_timestamp = run[-1].store_timestamp
 
 

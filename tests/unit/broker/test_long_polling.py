@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 import pytest
 
 from pocketmq.broker.long_polling import PullHoldService
+from pocketmq.common.constants import TRANSACTION_PREPARED_TYPE
 from pocketmq.store.dispatch import DispatchRequest
 
 QueueKey = tuple[str, int]
@@ -188,7 +189,7 @@ def test_dispatch_listener_wakes_holders_of_the_dispatched_queue() -> None:
     def dispatched(topic: str, queue_id: int, queue_offset: int, sys_flag: int) -> None:
         queues.max_offsets[(topic, queue_id)] = queue_offset + 1
         service.on_dispatched(
-            DispatchRequest(topic, queue_id, 0, 100, 0, 0, queue_offset, "", None, sys_flag, "")
+            [DispatchRequest(topic, queue_id, 0, 100, 0, 0, queue_offset, "", None, sys_flag, "")]
         )
 
     async def scenario() -> None:
@@ -199,6 +200,37 @@ def test_dispatch_listener_wakes_holders_of_the_dispatched_queue() -> None:
         assert not task.done()
         dispatched("T", 2, 0, 0)
         assert await task is True
+
+    run(scenario)
+
+
+def test_a_run_wakes_each_queue_once_with_its_newest_entry_and_skips_unconsumable_ones() -> None:
+    """Dispatch hands its listeners runs of records: every queue of the run with pulls waiting
+    hears its newest entry; prepared transactions take no entry and wake nobody."""
+    queues = Queues()
+    service = queues.service
+
+    def entry(topic: str, queue_id: int, queue_offset: int, sys_flag: int = 0) -> DispatchRequest:
+        queues.max_offsets[(topic, queue_id)] = max(
+            queues.max_offset_of(topic, queue_id), queue_offset + 1
+        )
+        return DispatchRequest(topic, queue_id, 0, 100, 0, 0, queue_offset, "", None, sys_flag, "")
+
+    async def scenario() -> None:
+        past_two = asyncio.create_task(service.hold("T", 1, 2, LONG_S))
+        behind_prepared = asyncio.create_task(service.hold("T", 2, 0, LONG_S))
+        elsewhere = asyncio.create_task(service.hold("U", 0, 0, LONG_S))
+        await until(lambda: service.held_count == 3)
+        run = [entry("T", 1, n) for n in range(3)]
+        prepared = DispatchRequest("T", 2, 0, 100, 0, 0, 0, "", None, TRANSACTION_PREPARED_TYPE, "")
+        service.on_dispatched([*run, prepared, entry("T", 1, 1)])  # a replay of an older one
+        assert await past_two is True
+        await asyncio.sleep(0)
+        assert not behind_prepared.done()
+        assert not elsewhere.done()
+        assert service.held_count == 2
+        service.close()
+        await asyncio.gather(behind_prepared, elsewhere)
 
     run(scenario)
 

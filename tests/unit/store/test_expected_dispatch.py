@@ -100,7 +100,7 @@ def parsed_back(
     seen: list[DispatchRequest] = []
     parser = Dispatcher(store.commit_log, [], schedule_delays_ms=DELAYS_MS)
     parser.reput_offset = store.commit_log.min_offset
-    parser.on_dispatched.append(seen.append)
+    parser.on_dispatched.append(seen.extend)
     with parsing_with(build, chunk):
         parser.dispatch_available(max_records=1 << 30)
     return seen
@@ -122,7 +122,7 @@ def test_the_records_appends_hand_over_are_the_records_parsed_back(
     store.dispatcher.schedule_delays_ms = DELAYS_MS
     try:
         taken: list[DispatchRequest] = []
-        store.dispatcher.on_dispatched.append(taken.append)
+        store.dispatcher.on_dispatched.append(taken.extend)
         for batch in puts:  # appended and handed over, as puts are, dispatched afterwards
             assert store._append(batch).ok
         while store.dispatcher.dispatch_available(max_records=slice_records):
@@ -213,7 +213,7 @@ def test_dispatch_stops_at_a_bad_record_after_the_good_ones_before_it(
     at = offsets[3] - mapped.file_from_offset + field
     mapped.buffer[at : at + len(value)] = value
     seen: list[DispatchRequest] = []
-    store.dispatcher.on_dispatched.append(seen.append)
+    store.dispatcher.on_dispatched.append(seen.extend)
     with parsing_with(build, chunk), caplog.at_level(logging.ERROR):
         assert store.dispatcher.dispatch_available() == 3
     assert [request.commit_log_offset for request in seen] == offsets[:3]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pocketmq.broker.put_path import PutPath
@@ -100,9 +100,12 @@ class MetadataLog:
             )
 
     # -- a slave -----------------------------------------------------------------------------------
-    def _on_dispatched(self, request: DispatchRequest) -> None:
-        if request.topic != METADATA_TOPIC or self._serving():
-            return
+    def _on_dispatched(self, run: Sequence[DispatchRequest]) -> None:
+        for request in run:
+            if request.topic == METADATA_TOPIC and not self._serving():
+                self._apply_record(request)
+
+    def _apply_record(self, request: DispatchRequest) -> None:
         stored = self.store.look_message_by_offset(request.commit_log_offset)
         if stored is None:
             return

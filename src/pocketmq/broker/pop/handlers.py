@@ -15,7 +15,7 @@ import base64
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -73,9 +73,11 @@ class PopArrivals:
     def __init__(self) -> None:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
 
-    def on_dispatched(self, request: DispatchRequest) -> None:
-        if self._waiters and request.goes_to_consume_queue:
-            self.notify(request.topic)
+    def on_dispatched(self, run: Sequence[DispatchRequest]) -> None:
+        """A `Dispatcher.on_dispatched` listener: wakes the pops waiting on the run's topics."""
+        if self._waiters:
+            for topic in {request.topic for request in run if request.goes_to_consume_queue}:
+                self.notify(topic)
 
     def notify(self, topic: str) -> None:
         for future in self._waiters.pop(topic, ()):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -401,8 +402,8 @@ class TimerMessageStore:
         self.wheel.flush()
         self.checkpoint.flush()
 
-    def _on_dispatched(self, request: DispatchRequest) -> None:
-        if request.topic == TIMER_TOPIC:
+    def _on_dispatched(self, run: Sequence[DispatchRequest]) -> None:
+        if any(request.topic == TIMER_TOPIC for request in run):
             self._wake.set()
 
     # -- the task --------------------------------------------------------------------------
