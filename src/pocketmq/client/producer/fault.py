@@ -23,9 +23,18 @@ FAILURE_LATENCY_MS: Final = 30_000
 """The latency a failed send counts as: the broker is avoided for the longest time."""
 
 
+_STEPS_LONGEST_FIRST: Final = tuple(
+    zip(reversed(LATENCY_STEPS_MS), reversed(UNAVAILABLE_MS), strict=True)
+)
+_FIRST_PENALISED_MS: Final = min(step for step, duration in _STEPS_LONGEST_FIRST if duration)
+"""Below this latency no step penalises: every send reports, and almost all are this fast."""
+
+
 def unavailable_ms(latency_ms: float) -> int:
     """How long to avoid a broker whose send took `latency_ms`."""
-    for step, duration in zip(reversed(LATENCY_STEPS_MS), reversed(UNAVAILABLE_MS), strict=True):
+    if latency_ms < _FIRST_PENALISED_MS:
+        return 0
+    for step, duration in _STEPS_LONGEST_FIRST:
         if latency_ms >= step:
             return duration
     return 0
