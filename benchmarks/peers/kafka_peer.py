@@ -202,12 +202,11 @@ async def kafka(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
     config: dict[str, Any] = {"bootstrap.servers": args.address, "acks": "all"}
-    if args.workload == "sync":
-        # One message at a time has nothing to wait for (librdkafka lingers 5 ms by default).
+    if args.workload in ("sync", "e2e"):
+        # One message at a time, or a paced few, have nothing to wait for (librdkafka lingers
+        # 5 ms by default); as pocketmq's batcher in the paced run, what queued while a request
+        # was on its way still goes together.
         config["linger.ms"] = 0
-    elif args.workload == "e2e":
-        # As pocketmq's batcher in this workload: at most 1 ms of waiting for company.
-        config["linger.ms"] = 1
     producer = Producer(config)
     failures: list[Any] = []
 

@@ -342,6 +342,28 @@ def test_auto_batching_gives_each_message_its_own_result(
     _run(scenario())
 
 
+def test_auto_batching_without_a_linger_sends_one_turns_sends_as_one_batch(
+    pocketmq_cluster: InProcessCluster,
+) -> None:
+    """`batch_linger_ms=0` adds no wait, and still batches: the sends made in one turn of the
+    event loop go as one request (one queue, consecutive offsets)."""
+
+    async def scenario() -> None:
+        producer = aio.Producer(
+            "p", namesrv=pocketmq_cluster.namesrv_addr, auto_batch=True, batch_linger_ms=0
+        )
+        async with started(producer):
+            await producer.send(Message("NoLinger", b"route"))
+            results = await asyncio.gather(
+                *[producer.send_async(Message("NoLinger", b"m%d" % i)) for i in range(20)]
+            )
+        assert len({r.queue.queue_id for r in results}) == 1
+        offsets = [r.queue_offset for r in results]
+        assert offsets == list(range(offsets[0], offsets[0] + 20))
+
+    _run(scenario())
+
+
 def test_bad_input_fails_before_the_network_with_a_clear_error(
     api: Any, pocketmq_cluster: InProcessCluster
 ) -> None:

@@ -1,8 +1,10 @@
 """The automatic batcher: single sends gathered into batch requests per topic (opt-in).
 
 A message waits at most `linger_ms` for company; a topic's buffer is sent at once when it holds
-`max_count` messages or `max_bytes` of bodies. Each caller still gets its own `SendResult` (or
-the batch's error). Messages a batch cannot carry (delayed ones) never reach the batcher.
+`max_count` messages or `max_bytes` of bodies. With `linger_ms` 0 a buffer leaves at the next
+turn of the event loop: no wait, and the sends of one turn still go as one batch. Each caller
+still gets its own `SendResult` (or the batch's error). Messages a batch cannot carry (delayed
+ones) never reach the batcher.
 
 Invariant: every future handed out is resolved, by a flush or by `close`.
 """

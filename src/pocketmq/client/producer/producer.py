@@ -149,7 +149,9 @@ class Producer:
             max_message_bytes: Larger bodies are refused here, before any network use.
             default_topic_queue_nums: Queues of a topic created by its first send.
             auto_batch: Gather concurrent `send`/`send_async` calls into batch requests.
-            batch_linger_ms: How long a message waits for company when batching.
+            batch_linger_ms: How long a message waits for company when batching. With 0 none
+                waits, and the sends made in one turn of the event loop still go together
+                (under a steady load, what was sent while the last batch was on its way).
             batch_max_bytes: A topic's batch is sent once its bodies reach this size.
             batch_max_count: ... or once it holds this many messages.
             clock: Where time comes from: wall time for message fields, monotonic time for
