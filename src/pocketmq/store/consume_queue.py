@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 UNIT: Final = CONSUME_QUEUE_UNIT_SIZE
 ENTRY: Final = struct.Struct(">qiq")
 """An entry: CommitLog offset, record size, tag code."""
-_ENTRY: Final = ENTRY
 _ZERO_CHUNK: Final = bytes(64 * 1024)
 
 
@@ -88,7 +87,7 @@ class ConsumeQueue:
             return
         mapped = files[index]
         mapped.wrote_position = end
-        offset, size, _ = _ENTRY.unpack_from(mapped.buffer, end - UNIT)
+        offset, size, _ = ENTRY.unpack_from(mapped.buffer, end - UNIT)
         self.max_physical_end = offset + size
         for later in files[index + 1 :]:
             later.wrote_position = 0
@@ -140,7 +139,7 @@ class ConsumeQueue:
         last = self.files.files[-1] if self.files.files else None
         if last is not None and position == last.wrote_offset and not last.is_full:
             # The common case: the next entry of the last file.
-            _ENTRY.pack_into(last.buffer, last.wrote_position, physical_offset, size, tags_code)
+            ENTRY.pack_into(last.buffer, last.wrote_position, physical_offset, size, tags_code)
             last.wrote_position += UNIT
             self.max_physical_end = physical_offset + size
             return
@@ -150,7 +149,7 @@ class ConsumeQueue:
                 mapped = self.files.find(position)
                 assert mapped is not None
                 within = position - mapped.file_from_offset
-                _ENTRY.pack_into(mapped.buffer, within, physical_offset, size, tags_code)
+                ENTRY.pack_into(mapped.buffer, within, physical_offset, size, tags_code)
             return
         if not self.files.files and position:
             self.files.reset_start(position)
@@ -169,7 +168,7 @@ class ConsumeQueue:
                 mapped.write(bytes(n))
                 end += n
         mapped = self.files.last_file_for_write()
-        _ENTRY.pack_into(mapped.buffer, mapped.wrote_position, physical_offset, size, tags_code)
+        ENTRY.pack_into(mapped.buffer, mapped.wrote_position, physical_offset, size, tags_code)
         mapped.wrote_position += UNIT
         self.max_physical_end = physical_offset + size
 
@@ -185,16 +184,14 @@ class ConsumeQueue:
             last.wrote_position = position + size
             self.max_physical_end = max_physical_end
             return
-        for number, (offset, length, tags_code) in enumerate(_ENTRY.iter_unpack(b"".join(entries))):
+        for number, (offset, length, tags_code) in enumerate(ENTRY.iter_unpack(b"".join(entries))):
             self.put(first + number, offset, length, tags_code)
 
     # -- reading ---------------------------------------------------------------------------
     def _entry_at(self, byte_offset: int) -> tuple[int, int, int]:
         mapped = self.files.find(byte_offset)
         assert mapped is not None
-        offset, size, tags = _ENTRY.unpack_from(
-            mapped.buffer, byte_offset - mapped.file_from_offset
-        )
+        offset, size, tags = ENTRY.unpack_from(mapped.buffer, byte_offset - mapped.file_from_offset)
         return offset, size, tags
 
     def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
@@ -215,7 +212,7 @@ class ConsumeQueue:
         position = start - mapped.file_from_offset
         end = min(mapped.wrote_position, position + max_count * UNIT)
         view = mapped.view(position, end - position)
-        for i, (offset, size, tags) in enumerate(_ENTRY.iter_unpack(view)):
+        for i, (offset, size, tags) in enumerate(ENTRY.iter_unpack(view)):
             yield queue_offset + i, offset, size, tags
 
     # -- retention -------------------------------------------------------------------------
@@ -228,7 +225,7 @@ class ConsumeQueue:
         files = self.files.files
         while len(files) > 1:
             first = files[0]
-            offset, size, _ = _ENTRY.unpack_from(first.buffer, first.file_size - UNIT)
+            offset, size, _ = ENTRY.unpack_from(first.buffer, first.file_size - UNIT)
             if offset + size > commit_log_min_offset:
                 break
             self.files.delete_first()
@@ -244,7 +241,7 @@ class ConsumeQueue:
         # Entries point at increasing CommitLog offsets: binary search the first one kept.
         while low < high:
             mid = (low + high) // 2
-            offset, size, _ = _ENTRY.unpack_from(first.buffer, mid * UNIT)
+            offset, size, _ = ENTRY.unpack_from(first.buffer, mid * UNIT)
             if offset < commit_log_min_offset or size == 0:
                 low = mid + 1
             else:

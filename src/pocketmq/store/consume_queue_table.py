@@ -9,22 +9,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
 
-from pocketmq.common.constants import (
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-)
+from pocketmq.common.constants import TRANSACTION_TYPE_MASK
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.store.consume_queue import ENTRY, ConsumeQueue
-from pocketmq.store.dispatch import DispatchRequest
+from pocketmq.store.dispatch import NOT_CONSUMABLE, DispatchRequest
 from pocketmq.store.mapped_file import sync_new_files
 
 log = logging.getLogger(__name__)
-
-_NOT_CONSUMABLE: Final = frozenset((TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
-"""Transaction types whose records take no queue entry (`DispatchRequest.goes_to_consume_queue`)."""
 
 
 class ConsumeQueueTable:
@@ -91,7 +83,7 @@ class ConsumeQueueTable:
         packed: list[bytes] = []
         topic_now, queue_now, first, next_offset, end = "", -1, -1, -1, 0
         for topic, queue_id, offset, size, tags, _, queue_offset, _, _, sys_flag, _ in requests:
-            if sys_flag & TRANSACTION_TYPE_MASK in _NOT_CONSUMABLE:
+            if sys_flag & TRANSACTION_TYPE_MASK in NOT_CONSUMABLE:
                 continue
             if queue_offset != next_offset or queue_id != queue_now or topic != topic_now:
                 if packed:

@@ -63,9 +63,12 @@ _UNSIGNED_SHORT: Final = layout.UNSIGNED_SHORT
 _FIXED_V4: Final = layout.FIXED_V4
 # Bytes after the body of the smallest V1 record: a topic length and a properties length.
 _V1_TAIL_MIN: Final = TOPIC_LENGTH_SIZE_V1 + PROPERTIES_LENGTH_SIZE
-"""Where delayed messages wait, one queue per delay level (`RMQ_SYS_SCHEDULE_TOPIC`)."""
 UNKNOWN_LEVEL_DELAY_MS: Final = 1000
 """Delay RocketMQ assumes for a level missing from its table (`computeDeliverTimestamp`)."""
+
+
+NOT_CONSUMABLE: Final = frozenset((TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
+"""Transaction types whose records take no queue entry: prepared and rolled back."""
 
 
 class DispatchRequest(NamedTuple):
@@ -86,8 +89,7 @@ class DispatchRequest(NamedTuple):
     @property
     def goes_to_consume_queue(self) -> bool:
         """Prepared and rolled-back transactional records are not consumable."""
-        kind = self.sys_flag & TRANSACTION_TYPE_MASK
-        return kind not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+        return self.sys_flag & TRANSACTION_TYPE_MASK not in NOT_CONSUMABLE
 
     def properties(self) -> dict[str, str]:
         return decode_properties(self.properties_text)
