@@ -124,3 +124,15 @@ def test_a_batch_answer_joins_the_ids_of_each_record(
     assert offset_msg_ids(host, offsets) == ",".join(
         create_offset_msg_id(host, offset) for offset in offsets
     )
+
+
+@pytest.mark.parametrize("count", [15, 16, 17, 300])
+@pytest.mark.parametrize("host", [("127.0.0.1", 10911), ("::1", 8081)])
+def test_a_big_batch_answer_names_each_record_as_its_single_id_would(
+    host: tuple[str, int], count: int
+) -> None:
+    # From 16 records the ids are encoded in bulk, byte by byte: every byte must land.
+    offsets = [(n * 0x9E3779B97F4A7C15) % 2**63 for n in range(count)]
+    assert offset_msg_ids(host, offsets) == ",".join(
+        create_offset_msg_id(host, offset) for offset in offsets
+    )

@@ -292,11 +292,12 @@ class Producer:
         """
         self._check_started()
         if self._batcher is not None and not message.delivers_later:
+            # Not tracked in `_pending`: the batcher's `close` resolves every future it gave.
             future = self._batcher.add(message)
         else:
             future = asyncio.ensure_future(self.send(message))
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
         if callback is not None:
             future.add_done_callback(lambda f: _call_back(f, callback))
         return future

@@ -95,7 +95,7 @@ class TransactionListener(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class TransactionSendResult(SendResult):
     """A send result plus the outcome of the local transaction (`TransactionSendResult`)."""
 

@@ -157,7 +157,7 @@ def prepare_batch(
     check_topic(topic)
     wait = messages[0].wait_store_msg_ok
     entries = []
-    unique_ids = []
+    unique_ids = ids.next_many(now_ms, len(messages))
     for index, message in enumerate(messages):
         if message.topic != topic:
             raise MessageError(
@@ -171,12 +171,10 @@ def prepare_batch(
         if message.wait_store_msg_ok != wait:
             raise MessageError("every message of a batch needs the same wait_store_msg_ok")
         body = _checked_body(message, max_message_bytes)
-        unique_id = ids.next(now_ms)
         try:
-            entries.append((message.flag, body, message.encode_properties(unique_id)))
+            entries.append((message.flag, body, message.encode_properties(unique_ids[index])))
         except (PropertyError, ValueError) as exc:
             raise MessageError(f"message {index} of the batch: {exc}") from None
-        unique_ids.append(unique_id)
     try:
         body = encode_batch_body(entries)
     except BatchError as exc:
@@ -267,19 +265,26 @@ def _optional_int(text: str | None) -> int | None:
 
 def split_batch_result(result: SendResult, prepared: PreparedSend) -> list[SendResult]:
     """One result per message of a batch sent as one request (for the automatic batcher)."""
-    offset_ids = result.offset_msg_id.split(",") if result.offset_msg_id else []
+    msg_ids = prepared.msg_ids
+    count = len(msg_ids)
+    offset_ids = result.offset_msg_id.split(",")[:count] if result.offset_msg_id else []
+    offset_ids += [""] * (count - len(offset_ids))  # a broker that names fewer records
+    first = result.queue_offset
+    queue_offsets = range(first, first + count) if first >= 0 else [-1] * count
+    status, queue, region_id = result.status, result.queue, result.region_id
+    durability, replicas = result.durability, result.replicas
     return [
         SendResult(
-            status=result.status,
+            status=status,
             msg_id=msg_id,
-            offset_msg_id=offset_ids[i] if i < len(offset_ids) else "",
-            queue=result.queue,
-            queue_offset=result.queue_offset + i if result.queue_offset >= 0 else -1,
-            region_id=result.region_id,
-            durability=result.durability,
-            replicas=result.replicas,
+            offset_msg_id=offset_id,
+            queue=queue,
+            queue_offset=queue_offset,
+            region_id=region_id,
+            durability=durability,
+            replicas=replicas,
         )
-        for i, msg_id in enumerate(prepared.msg_ids)
+        for msg_id, offset_id, queue_offset in zip(msg_ids, offset_ids, queue_offsets, strict=True)
     ]
 
 
