@@ -208,6 +208,26 @@ def test_stored_but_not_replicated_is_a_status_not_an_error() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        # A broker that names fewer records, or none, and one that gives no queue offset.
+        ({"queueId": "2", "queueOffset": "7", "msgId": "AAA"}, [("AAA", 7), ("", 8), ("", 9)]),
+        ({"queueId": "2", "queueOffset": "7"}, [("", 7), ("", 8), ("", 9)]),
+        ({"queueId": "2", "msgId": "A,B,C,D"}, [("A", -1), ("B", -1), ("C", -1)]),
+    ],
+)
+def test_each_message_of_a_batch_gets_its_own_ids_and_offset(
+    fields: dict[str, str], expected: list[tuple[str, int]]
+) -> None:
+    prepared = prepare_batch([Message("T", bytes([n])) for n in range(3)], _ids(), NOW_MS)
+    response = RemotingCommand(code=ResponseCode.SUCCESS, ext_fields=fields)
+    singles = split_batch_result(read_send_response(response, prepared, QUEUE, "send"), prepared)
+    assert [(r.offset_msg_id, r.queue_offset) for r in singles] == expected
+    assert [r.msg_id for r in singles] == list(prepared.msg_ids)
+    assert len(set(prepared.msg_ids)) == 3
+
+
 # -- routes and queue choice ---------------------------------------------------------------
 
 
