@@ -364,6 +364,26 @@ def test_auto_batching_without_a_linger_sends_one_turns_sends_as_one_batch(
     _run(scenario())
 
 
+def test_closing_the_producer_sends_and_settles_what_its_batcher_holds(
+    pocketmq_cluster: InProcessCluster,
+) -> None:
+    """`close` sends what the batcher still buffers and waits for the answers: every future it
+    handed out is settled with its own result, though none was awaited before."""
+
+    async def scenario() -> None:
+        producer = aio.Producer(
+            "p", namesrv=pocketmq_cluster.namesrv_addr, auto_batch=True, batch_linger_ms=600_000
+        )
+        async with started(producer):
+            futures = [producer.send_async(Message("CloseFlush", b"m%d" % i)) for i in range(20)]
+            assert not any(future.done() for future in futures)
+        assert all(future.done() for future in futures)
+        results = [future.result() for future in futures]
+        assert len({(r.queue.queue_id, r.queue_offset) for r in results}) == 20
+
+    _run(scenario())
+
+
 def test_bad_input_fails_before_the_network_with_a_clear_error(
     api: Any, pocketmq_cluster: InProcessCluster
 ) -> None:
