@@ -309,3 +309,64 @@ def test_client_closes_idle_connections_and_reconnects_on_demand() -> None:
             await server.stop()
 
     asyncio.run(run())
+
+
+def test_a_first_request_larger_than_a_read_arrives_whole() -> None:
+    """The channel takes the transport over from the stream after its first read: bytes the
+    stream held past that read must reach the decoder too."""
+
+    async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        body = bytes(range(256)) * (3 * 4096)  # 3 MiB, the first frame on the connection
+        response = await client.invoke(address, RemotingCommand.request(ECHO, body=body), 10)
+        assert response.code == ResponseCode.SUCCESS
+        assert response.body == body
+        again = await client.invoke(address, RemotingCommand.request(ECHO, {"n": "2"}), 3)
+        assert again.ext_fields == {"n": "2"}
+
+    with_server(test)
+
+
+def test_past_max_in_flight_a_connection_is_not_read_until_a_request_ends() -> None:
+    """Backpressure: with `max_in_flight` requests running, the rest wait unread (TCP pushes
+    back on the peer) and start, in order, as the running ones end."""
+    gate = asyncio.Event()
+    started: list[str] = []
+    running = [0, 0]  # now, most at once
+
+    async def hold(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+        started.append(request.ext_fields["n"])
+        running[0] += 1
+        running[1] = max(running)
+        await gate.wait()
+        running[0] -= 1
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    async def run() -> None:
+        server = RemotingServer({ECHO: echo, ECHO + 12: hold}, max_in_flight=2)
+        port = await server.start()
+        address = f"127.0.0.1:{port}"
+        client, other = RemotingClient(), RemotingClient()
+        try:
+            calls = [
+                asyncio.ensure_future(
+                    client.invoke(address, RemotingCommand.request(ECHO + 12, {"n": str(n)}), 10)
+                )
+                for n in range(5)
+            ]
+            await async_wait_until(lambda: len(started) == 2, "two requests running")
+            # Round trips on another connection: the server's loop has turned many times
+            # since the five requests were written.
+            for _ in range(5):
+                await other.invoke(address, RemotingCommand.request(ECHO), 3)
+            assert started == ["0", "1"]
+            gate.set()
+            answers = await asyncio.wait_for(asyncio.gather(*calls), 10)
+            assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 5
+            assert started == ["0", "1", "2", "3", "4"]
+            assert running[1] == 2
+        finally:
+            await client.close()
+            await other.close()
+            await server.stop(grace_s=0.5)
+
+    asyncio.run(run())

@@ -1,17 +1,20 @@
 """The asyncio transport of the remoting protocol: channels, a server and a client.
 
-A `Channel` is one TCP connection driven by the sans-IO `RemotingConnection`: one reader task
-feeds it bytes; each request that arrives runs as its own task (so a long-polling pull never
-blocks the other requests on its connection); responses resolve the future of the request that
-asked. Both ends of a connection can ask: brokers call their clients back on the same socket.
+A `Channel` is one TCP connection driven by the sans-IO `RemotingConnection`. Connections are
+opened as asyncio streams (TLS included); once the first bytes arrive, the channel takes the
+transport's protocol over, so every later chunk goes from the transport straight to the
+decoder: no stream buffer copies it twice and no reader task wakes for it. Each request that
+arrives runs as its own task (so a long-polling pull never blocks the other requests on its
+connection); responses resolve the future of the request that asked. Both ends of a connection
+can ask: brokers call their clients back on the same socket.
 
 `RemotingServer` routes request codes to handlers (an unknown code gets
 REQUEST_CODE_NOT_SUPPORTED, a handler that raises gets SYSTEM_ERROR with the error text); a
 malformed or oversized frame closes only that connection, with one log line saying why.
 `RemotingClient` keeps one channel per address, reconnects on demand, and closes idle ones.
 
-Backpressure: at most `max_in_flight` requests run per channel; past that the reader stops
-reading, so TCP pushes back on the peer. Writes await `drain()` past the transport's
+Backpressure: at most `max_in_flight` requests run per channel; past that the channel stops
+reading, so TCP pushes back on the peer. Writes wait while the transport is past its
 high-water mark. Writes made in one turn of the event loop are sent together at its end.
 """
 
@@ -24,7 +27,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from typing import Final, cast
 
 from pocketmq.common.codes import ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -44,6 +47,8 @@ from pocketmq.runtime.event_loop import cancel_and_wait
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES: Final = 256 * 1024
+_EVERYTHING: Final = 1 << 62
+"""A read size that takes whatever the stream holds."""
 MAX_IN_FLIGHT_DEFAULT: Final = 4096
 
 RequestHandler = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingCommand | None]]
@@ -89,11 +94,17 @@ class Channel:
         self.observe: RequestObserver | None = None
         self._reader = reader
         self._writer = writer
+        # A stream's transport reads too: typed as a write transport only.
+        self._transport = cast(asyncio.Transport, writer.transport)
         self._handlers = handlers
         self._connection = RemotingConnection(frame_bytes_max=frame_bytes_max)
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: dict[asyncio.Task[None], bool] = {}  # handler task -> request is oneway
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._wire: _Wire | None = None
+        self._reading_paused = False
+        self._writable: asyncio.Future[None] | None = None  # set while the transport is full
+        self._lost = asyncio.Event()
         self._closed = asyncio.Event()
         self._reader_task: asyncio.Task[None] | None = None
         peer = writer.get_extra_info("peername")
@@ -114,7 +125,7 @@ class Channel:
 
     def start(self) -> None:
         self._reader_task = asyncio.get_running_loop().create_task(
-            self._read_loop(), name=f"channel-{self.id}-{self.remote_address}"
+            self._first_read(), name=f"channel-{self.id}-{self.remote_address}"
         )
 
     async def wait_closed(self) -> None:
@@ -178,7 +189,7 @@ class Channel:
         that turn. `alone`: nothing else is expected this turn, so with nothing queued it
         leaves now."""
         self.last_active = time.monotonic()
-        transport = self._writer.transport
+        transport = self._transport
         if transport.is_closing():
             raise ChannelClosedError(f"channel to {self.remote_address} is closed")
         if alone and self._flush_handle is None:  # nothing queued
@@ -187,65 +198,125 @@ class Channel:
             self._out.append(data)
             if self._flush_handle is None:
                 self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
-        if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
+        elif (
+            self._wire is None  # the stream's protocol still keeps the flow control
+            and transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+        ):
             await self._writer.drain()
 
     def _flush(self) -> None:
         self._flush_handle = None
         out, self._out = self._out, []
-        if out and not self._writer.transport.is_closing():
+        if out and not self._transport.is_closing():
             self._send(out)
 
     def _send(self, out: list[bytes]) -> None:
         try:
             if len(out) == 1:
-                self._writer.write(out[0])
+                self._transport.write(out[0])
             else:
-                self._writer.writelines(out)
+                self._transport.writelines(out)
         except RuntimeError as exc:
             # uvloop refuses a write to a transport that closed under us (the peer went away
             # since the check): the reader sees the close and fails whoever waits.
             log.debug("write to %s dropped: %s", self.remote_address, exc)
 
     # -- receiving -------------------------------------------------------------------------
-    async def _read_loop(self) -> None:
-        connection = self._connection
-        reason = "closed by peer"
+    async def _first_read(self) -> None:
+        """Waits for the first bytes on the stream, then takes the transport's protocol over
+        (`_Wire`): what the stream held is handed on, and later bytes come straight here."""
         try:
-            while True:
-                data = await self._reader.read(READ_CHUNK_BYTES)
-                self.last_active = time.monotonic()
-                connection.receive_data(data)
-                for event in connection.events():
-                    if isinstance(event, RequestReceived):
-                        await self._slots.acquire()
-                        task = asyncio.get_running_loop().create_task(self._handle(event.command))
-                        self._tasks[task] = event.command.is_oneway
-                        task.add_done_callback(self._forget_task)
-                    elif isinstance(event, ResponseReceived):
-                        future = self._waiting.get(event.command.opaque)
-                        if future is not None and not future.done():
-                            future.set_result(event.command)
-                    elif isinstance(event, ConnectionClosed):
+            data = await self._reader.read(_EVERYTHING)
+        except (ConnectionError, OSError) as exc:
+            self._end(f"connection error: {exc}")
+            return
+        if self.is_closed:
+            return
+        if data:
+            self._wire = _Wire(self)
+            self._transport.set_protocol(self._wire)
+        self._received(data)
+
+    def _received(self, data: bytes) -> None:
+        """Takes bytes from the peer (b"": it closed its side)."""
+        self.last_active = time.monotonic()
+        try:
+            self._connection.receive_data(data)
+        except RemoteProtocolError as exc:
+            self._protocol_error(exc)
+            return
+        self._take_events()
+
+    def _take_events(self) -> None:
+        """Starts a task for each request decoded, resolves each response; stops taking
+        requests (and reading) once `max_in_flight` run, until one ends."""
+        if self._reading_paused:
+            return  # `_forget_task` takes them when a request ends
+        try:
+            for event in self._connection.events():
+                if isinstance(event, RequestReceived):
+                    command = event.command
+                    task = asyncio.get_running_loop().create_task(self._handle(command))
+                    self._tasks[task] = command.is_oneway
+                    task.add_done_callback(self._forget_task)
+                    if len(self._tasks) >= self._max_in_flight:
+                        self._pause_reading()
                         return
-                if not data:
+                elif isinstance(event, ResponseReceived):
+                    future = self._waiting.get(event.command.opaque)
+                    if future is not None and not future.done():
+                        future.set_result(event.command)
+                elif isinstance(event, ConnectionClosed):
+                    self._end("closed by peer")
                     return
         except RemoteProtocolError as exc:
-            reason = f"protocol error from peer: {exc}"
-            log.warning("closing connection from %s: %s", self.remote_address, exc)
-        except (ConnectionError, OSError) as exc:
-            reason = f"connection error: {exc}"
-        finally:
-            self.close_reason = reason
-            # Nobody can read an answer any more: stop waiting (held pulls), but let oneway
-            # requests (offset commits sent just before closing) finish.
-            for task, oneway in list(self._tasks.items()):
-                if not oneway:
-                    task.cancel()
-            self._shutdown()
+            self._protocol_error(exc)
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            with contextlib.suppress(RuntimeError):  # a transport closing under us
+                self._transport.pause_reading()
+
+    def _protocol_error(self, exc: RemoteProtocolError) -> None:
+        log.warning("closing connection from %s: %s", self.remote_address, exc)
+        self._end(f"protocol error from peer: {exc}")
+
+    def _connection_lost(self, exc: Exception | None) -> None:
+        self._lost.set()
+        self._writing_resumed()
+        if not self.is_closed:
+            self._end("closed by peer" if exc is None else f"connection error: {exc}")
+
+    def _writing_paused(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def _writing_resumed(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    def _end(self, reason: str) -> None:
+        if self.is_closed:
+            return
+        self.close_reason = reason
+        # Nobody can read an answer any more: stop waiting (held pulls), but let oneway
+        # requests (offset commits sent just before closing) finish.
+        for task, oneway in list(self._tasks.items()):
+            if not oneway:
+                task.cancel()
+        self._shutdown()
 
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
+        if self._reading_paused and len(self._tasks) < self._max_in_flight and not self.is_closed:
+            self._reading_paused = False
+            with contextlib.suppress(RuntimeError):
+                self._transport.resume_reading()
+            self._take_events()  # the requests already received come first
 
     @property
     def in_flight(self) -> int:
@@ -280,7 +351,6 @@ class Channel:
         except (ConnectionError, RemotingError):
             pass  # the peer went away while we answered
         finally:
-            self._slots.release()
             if self.observe is not None:
                 self.observe(
                     request.code,
@@ -324,8 +394,34 @@ class Channel:
             self._reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader_task
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+        if self._wire is not None:
+            await self._lost.wait()
+        else:
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+
+
+class _Wire(asyncio.Protocol):
+    """The transport's protocol once a channel has taken it over from the stream."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+
+    def data_received(self, data: bytes) -> None:
+        self._channel._received(data)
+
+    def eof_received(self) -> bool:
+        self._channel._received(b"")
+        return False  # the transport closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._channel._connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._channel._writing_paused()
+
+    def resume_writing(self) -> None:
+        self._channel._writing_resumed()
 
 
 class RemotingServer:
@@ -340,7 +436,10 @@ class RemotingServer:
         frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
         ssl_context: ssl.SSLContext | None = None,
         idle_timeout_s: float = 120.0,
+        max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
     ) -> None:
+        """`max_in_flight`: requests handled at once on one connection; past it the
+        connection is not read until one ends."""
         self.handlers = dict(handlers)
         self.guard: RequestGuard | None = None
         self.observe: RequestObserver | None = None
@@ -349,6 +448,7 @@ class RemotingServer:
         self._frame_bytes_max = frame_bytes_max
         self._ssl = ssl_context
         self._idle_timeout_s = idle_timeout_s
+        self._max_in_flight = max_in_flight
         self._listener: Listener | None = None
         self.channels: set[Channel] = set()
         self.on_channel_closed: list[Callable[[Channel], None]] = []
@@ -387,7 +487,13 @@ class RemotingServer:
         )
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        channel = Channel(reader, writer, self.handlers, frame_bytes_max=self._frame_bytes_max)
+        channel = Channel(
+            reader,
+            writer,
+            self.handlers,
+            frame_bytes_max=self._frame_bytes_max,
+            max_in_flight=self._max_in_flight,
+        )
         channel.guard = self.guard
         channel.observe = self.observe
         self.channels.add(channel)
