@@ -236,7 +236,10 @@ class Channel:
             return
         if data:
             self._wire = _Wire(self)
-            self._transport.set_protocol(self._wire)
+            transport = self._transport
+            transport.set_protocol(self._wire)
+            if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+                self._writing_paused()  # paused before: told only when it resumes
         self._received(data)
 
     def _received(self, data: bytes) -> None:
