@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES: Final = 256 * 1024
 _EVERYTHING: Final = 1 << 62
 """A read size that takes whatever the stream holds."""
+_BIG_READ: Final = 64 * 1024
+"""A read at least this large says the peer has more queued: the connection reads no more in
+this turn of the event loop. The loop would otherwise read a fast peer's whole backlog (many
+batch requests) and handle all of it before answering any, so that the peer waits idle and
+then sends in bursts; a read a turn keeps both sides busy."""
 MAX_IN_FLIGHT_DEFAULT: Final = 4096
 
 RequestHandler = Callable[[RemotingCommand, "Channel"], Awaitable[RemotingCommand | None]]
@@ -103,6 +108,7 @@ class Channel:
         self._max_in_flight = max_in_flight
         self._wire: _Wire | None = None
         self._reading_paused = False
+        self._read_this_turn = False  # a big read: the next waits for the next turn
         self._writable: asyncio.Future[None] | None = None  # set while the transport is full
         self._lost = asyncio.Event()
         self._closed = asyncio.Event()
@@ -245,18 +251,23 @@ class Channel:
     def _received(self, data: bytes) -> None:
         """Takes bytes from the peer (b"": it closed its side)."""
         self.last_active = time.monotonic()
+        if len(data) >= _BIG_READ:
+            self._read_this_turn = True
+            asyncio.get_running_loop().call_soon(self._next_turn)
         try:
             self._connection.receive_data(data)
         except RemoteProtocolError as exc:
             self._protocol_error(exc)
             return
         self._take_events()
+        if self._read_this_turn:
+            self._pace_reading()
 
     def _take_events(self) -> None:
-        """Starts a task for each request decoded, resolves each response; stops taking
-        requests (and reading) once `max_in_flight` run, until one ends."""
-        if self._reading_paused:
-            return  # `_forget_task` takes them when a request ends
+        """Starts a task for each request decoded, resolves each response; with
+        `max_in_flight` requests running, leaves the rest in the decoder until one ends."""
+        if len(self._tasks) >= self._max_in_flight:
+            return
         try:
             for event in self._connection.events():
                 if isinstance(event, RequestReceived):
@@ -265,7 +276,7 @@ class Channel:
                     self._tasks[task] = command.is_oneway
                     task.add_done_callback(self._forget_task)
                     if len(self._tasks) >= self._max_in_flight:
-                        self._pause_reading()
+                        self._pace_reading()
                         return
                 elif isinstance(event, ResponseReceived):
                     future = self._waiting.get(event.command.opaque)
@@ -277,11 +288,23 @@ class Channel:
         except RemoteProtocolError as exc:
             self._protocol_error(exc)
 
-    def _pause_reading(self) -> None:
-        if not self._reading_paused:
-            self._reading_paused = True
+    def _next_turn(self) -> None:
+        """Runs after the turn of the loop with a big read (before its requests are handled;
+        reading goes on at the turn's end)."""
+        self._read_this_turn = False
+        self._pace_reading()
+
+    def _pace_reading(self) -> None:
+        """Reads while fewer than `max_in_flight` requests run and this turn had no big read;
+        otherwise lets the peer wait (TCP pushes back)."""
+        paused = len(self._tasks) >= self._max_in_flight or self._read_this_turn
+        if paused is not self._reading_paused and not self.is_closed:
+            self._reading_paused = paused
             with contextlib.suppress(RuntimeError):  # a transport closing under us
-                self._transport.pause_reading()
+                if paused:
+                    self._transport.pause_reading()
+                else:
+                    self._transport.resume_reading()
 
     def _protocol_error(self, exc: RemoteProtocolError) -> None:
         log.warning("closing connection from %s: %s", self.remote_address, exc)
@@ -315,11 +338,10 @@ class Channel:
 
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
-        if self._reading_paused and len(self._tasks) < self._max_in_flight and not self.is_closed:
-            self._reading_paused = False
-            with contextlib.suppress(RuntimeError):
-                self._transport.resume_reading()
-            self._take_events()  # the requests already received come first
+        if self._reading_paused and not self.is_closed:
+            if len(self._tasks) < self._max_in_flight:
+                self._take_events()  # the requests already received come first
+            self._pace_reading()
 
     @property
     def in_flight(self) -> int:
