@@ -1,6 +1,7 @@
 """The broker's cost of one send request, as the official Java client sends it.
 
-`python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R] [--batch N]`
+`python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R] [--batch N]
+[--pin]`
 
 Starts `pocketmq up` (ASYNC_FLUSH) on free loopback ports and sends it SEND_MESSAGE_V2
 requests with a 1 KiB body, one message each, framed with the binary ROCKETMQ header and the
@@ -13,6 +14,11 @@ process's CPU (user + system, from `/proc`) per request, the figure this benchma
 With `--batch N`, each request is a SEND_BATCH_MESSAGE of N such messages, each entry with its
 own UNIQ_KEY and KEYS as the Spark sink and the Java client's batches carry them; the figures
 are then per message.
+
+With `--pin`, the broker runs on the last CPU and this client on the first (`taskset`): on a
+2-core machine that keeps the scheduler from moving either, which otherwise spreads the same
+code's figures by 15 % or more between rounds. `PYTHONPATH=<checkout>/src` runs another
+checkout's broker under the same client.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import struct
 import sys
@@ -162,16 +169,30 @@ async def one_round(
     return messages / elapsed, cpu / messages * 1e6
 
 
+def pinned() -> list[str]:
+    """Moves this process to the first CPU it may use; the command prefix that starts the
+    broker on the last one. Nothing is pinned with a single CPU or without `taskset`."""
+    cpus = sorted(os.sched_getaffinity(0))
+    taskset = shutil.which("taskset")
+    if len(cpus) < 2 or taskset is None:
+        sys.stderr.write("--pin: needs two CPUs and taskset; running unpinned\n")
+        return []
+    os.sched_setaffinity(0, {cpus[0]})
+    return [taskset, "-c", str(cpus[-1])]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--in-flight", type=int, default=16, help="like the tools' -w 16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=0, help="messages a batch send; 0: single")
+    parser.add_argument("--pin", action="store_true", help="broker and client on a CPU each")
     args = parser.parse_args()
+    prefix = pinned() if args.pin else []
     unit = "message" if args.batch else "request"
     with tempfile.TemporaryDirectory(prefix="pocketmq-send-path-") as work:
-        server = start_up_process(Path(work) / "data", Path(work) / "up.log")
+        server = start_up_process(Path(work) / "data", Path(work) / "up.log", command_prefix=prefix)
         try:
             broker = server.named_address("broker-a")
             # The first sends create the topic from TBW102; warm up before measuring.

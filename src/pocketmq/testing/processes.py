@@ -168,11 +168,15 @@ def free_port_pair() -> int:
 
 
 def start_up_process(
-    data_dir: Path, log_path: Path, *extra_args: str, timeout_s: float = 30.0
+    data_dir: Path,
+    log_path: Path,
+    *extra_args: str,
+    timeout_s: float = 30.0,
+    command_prefix: Sequence[str] = (),
 ) -> ServerProcess:
     """`pocketmq up` (a NameServer and a broker) on free loopback ports with its data in
     `data_dir`; `extra_args` go after, e.g. `-c broker.properties`. `.address` is the
-    NameServer's."""
+    NameServer's. `command_prefix` as for `start_server_process`."""
     return start_server_process(
         [
             *("up", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(data_dir)),
@@ -180,4 +184,5 @@ def start_up_process(
         ],
         log_path,
         timeout_s=timeout_s,
+        command_prefix=command_prefix,
     )
