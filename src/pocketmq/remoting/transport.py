@@ -47,6 +47,7 @@ from pocketmq.runtime.event_loop import cancel_and_wait
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES: Final = 256 * 1024
+"""The stream's buffer limit on a client connection, until its channel takes the transport."""
 _EVERYTHING: Final = 1 << 62
 """A read size that takes whatever the stream holds."""
 _BIG_READ: Final = 64 * 1024
