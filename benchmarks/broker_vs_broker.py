@@ -10,8 +10,10 @@ first report. Reported per run: the producer's send TPS and average RT (medians 
 after the first, which covers the JVM's warm-up), its max RT (the largest of those reports), the
 consumer's TPS (median of its busy reports), failures, and the peak resident memory (VmHWM) of
 the broker's process: for pocketmq that is `pocketmq up`, NameServer included; for RocketMQ the
-broker's JVM alone. RocketMQ runs with G1 and a 1 GiB heap (`-Xms1g -Xmx1g -XX:+UseG1GC`),
-the collector its own start scripts choose, sized for this machine.
+broker's JVM alone; and the CPUs the broker's process and the whole machine kept busy in the
+middle of the load, with the broker's CPU for one message (sent and consumed). RocketMQ runs
+with G1 and a 1 GiB heap (`-Xms1g -Xmx1g -XX:+UseG1GC`), the collector its own start scripts
+choose, sized for this machine.
 
 The tools print average and max RT, not percentiles, so the table has no p99. The figures are
 medians over `--rounds` rounds, each round alternating the servers.
@@ -20,9 +22,11 @@ medians over `--rounds` rounds, each round alternating the servers.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +64,58 @@ class Figures:
     file_mib: float
     """Resident at the end of the load: pages of mapped files (the CommitLog, queues, index),
     which the page cache holds whether or not a process maps them."""
+    broker_cores: float
+    """CPUs the broker's process kept busy in the middle of the load (see `CpuWatch`)."""
+    machine_cores: float
+    """CPUs the whole machine kept busy over the same time: the broker and both tools' JVMs."""
+
+    @property
+    def broker_us_a_message(self) -> float:
+        """The broker's CPU for one message sent and consumed."""
+        return self.broker_cores / self.send_tps * 1e6 if self.send_tps else float("nan")
+
+
+class CpuWatch:
+    """Samples a process's CPU time and the machine's busy time once a second while the load
+    runs; `busy()` compares the samples at a fifth and at four fifths of the run, away from the
+    tools' start (JVM warm-up) and their stop."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.is_set():
+            try:
+                fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
+                with open("/proc/stat") as stat:
+                    cpu = [int(v) for v in stat.readline().split()[1:]]
+            except OSError:
+                return
+            process_s = (int(fields[11]) + int(fields[12])) / tick
+            machine_s = (sum(cpu) - cpu[3] - cpu[4]) / tick  # all but idle and iowait
+            self._samples.append((time.monotonic(), process_s, machine_s))
+            self._stop.wait(1.0)
+
+    def busy(self) -> tuple[float, float]:
+        """CPUs busy in the process and in the whole machine, or NaN with too few samples."""
+        samples = self._samples
+        if len(samples) < 5:
+            return float("nan"), float("nan")
+        first, last = samples[len(samples) // 5], samples[len(samples) * 4 // 5]
+        elapsed = last[0] - first[0]
+        return (last[1] - first[1]) / elapsed, (last[2] - first[2]) / elapsed
 
 
 @dataclass(frozen=True)
@@ -85,9 +141,10 @@ def resident(pid: int) -> Resident:
     )
 
 
-def figures(server: str, flush: str, run: BenchmarkRun, rss: Resident) -> Figures:
+def figures(server: str, flush: str, run: BenchmarkRun, rss: Resident, cpu: CpuWatch) -> Figures:
     sent = run.busy_producer[1:] or run.busy_producer
     consumed = run.busy_consumer[1:] or run.busy_consumer
+    broker_cores, machine_cores = cpu.busy()
     return Figures(
         server=server,
         flush=flush,
@@ -99,6 +156,8 @@ def figures(server: str, flush: str, run: BenchmarkRun, rss: Resident) -> Figure
         peak_rss_mib=rss.peak_mib,
         anon_mib=rss.anon_mib,
         file_mib=rss.file_mib,
+        broker_cores=broker_cores,
+        machine_cores=machine_cores,
     )
 
 
@@ -111,13 +170,14 @@ def measure_pocketmq(
         work / "data", work / "pocketmq.log", "--metrics-port", "0", "-c", str(config)
     )
     try:
-        run = run_benchmark(
-            server.address, work / "tools", settings, duration_s=seconds, classpath=classpath
-        )
+        with CpuWatch(server.process.pid) as cpu:
+            run = run_benchmark(
+                server.address, work / "tools", settings, duration_s=seconds, classpath=classpath
+            )
         rss = resident(server.process.pid)
     finally:
         server.stop()
-    return figures("pocketmq", flush, run, rss)
+    return figures("pocketmq", flush, run, rss, cpu)
 
 
 def measure_rocketmq(
@@ -126,29 +186,32 @@ def measure_rocketmq(
     reference = ApacheRocketMQ(work, broker_settings={"flushDiskType": flush}, jvm=ROCKETMQ_JVM)
     reference.start()
     try:
-        run = run_benchmark(
-            reference.namesrv_addr,
-            work / "tools",
-            settings,
-            duration_s=seconds,
-            classpath=classpath,
-        )
+        with CpuWatch(reference.processes[-1].pid) as cpu:
+            run = run_benchmark(
+                reference.namesrv_addr,
+                work / "tools",
+                settings,
+                duration_s=seconds,
+                classpath=classpath,
+            )
         rss = resident(reference.processes[-1].pid)
     finally:
         reference.stop()
-    return figures("Apache RocketMQ 5.5.0", flush, run, rss)
+    return figures("Apache RocketMQ 5.5.0", flush, run, rss, cpu)
 
 
 def table(rows: list[Figures]) -> str:
     lines = [
         "| flush | server | send TPS | average RT ms | max RT ms | consume TPS | failures "
-        "| peak RSS MiB | RSS at the end MiB: own / mapped files |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| peak RSS MiB | RSS at the end MiB: own / mapped files | broker CPUs busy "
+        "| broker CPU us a message | machine CPUs busy |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines.extend(
         f"| {r.flush} | {r.server} | {r.send_tps:,.0f} | {r.average_rt_ms:.3f} "
         f"| {r.max_rt_ms:.0f} | {r.consume_tps:,.0f} | {r.failures} | {r.peak_rss_mib:,.0f} "
-        f"| {r.anon_mib:,.0f} / {r.file_mib:,.0f} |"
+        f"| {r.anon_mib:,.0f} / {r.file_mib:,.0f} | {r.broker_cores:.2f} "
+        f"| {r.broker_us_a_message:.0f} | {r.machine_cores:.2f} |"
         for r in rows
     )
     return "\n".join(lines)
@@ -167,6 +230,8 @@ def median_figures(runs: list[Figures]) -> Figures:
         statistics.median(r.peak_rss_mib for r in runs),
         statistics.median(r.anon_mib for r in runs),
         statistics.median(r.file_mib for r in runs),
+        statistics.median(r.broker_cores for r in runs),
+        statistics.median(r.machine_cores for r in runs),
     )
 
 
@@ -199,7 +264,9 @@ def main() -> int:
                 results.setdefault((flush, name), []).append(got)
                 sys.stderr.write(
                     f"round {round_number}, {flush}, {name}: send TPS {got.send_tps:,.0f}, "
-                    f"consume TPS {got.consume_tps:,.0f}, peak RSS {got.peak_rss_mib:,.0f} MiB "
+                    f"consume TPS {got.consume_tps:,.0f}, peak RSS {got.peak_rss_mib:,.0f} MiB, "
+                    f"broker {got.broker_cores:.2f} CPUs ({got.broker_us_a_message:.0f} us a "
+                    f"message), machine {got.machine_cores:.2f} CPUs "
                     f"({time.monotonic() - began:.0f} s)\n"
                 )
     text = table([median_figures(runs) for runs in results.values()])
