@@ -15,7 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pocketmq
-from pocketmq.common import constants, hash_kernel, property_kernel, stored_layout
+from pocketmq.common import (
+    batch,
+    batch_kernel,
+    constants,
+    hash_kernel,
+    property_kernel,
+    stored_layout,
+)
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
 from pocketmq.remoting import header_kernel, headers
@@ -60,6 +67,7 @@ def test_the_build_compiled_every_kernel_where_it_could(kernel: ModuleType) -> N
 
 def test_every_kernel_is_found() -> None:
     assert {k.__name__ for k in KERNELS} >= {
+        "pocketmq.common.batch_kernel",
         "pocketmq.common.hash_kernel",
         "pocketmq.common.property_kernel",
         "pocketmq.remoting.header_kernel",
@@ -80,6 +88,7 @@ def test_the_compiled_kernels_are_the_ones_in_use() -> None:
     assert headers._EXT_FIELDS is expected_reader
     assert _compiled(index_kernel) == index_file.KERNEL_COMPILED == index.KERNEL_COMPILED
     assert _compiled(dispatch_kernel) == dispatch.KERNEL_COMPILED
+    assert _compiled(batch_kernel) == batch.KERNEL_COMPILED
     records = pytest.importorskip("pocketmq.spark.records")  # needs pyarrow
     assert _compiled(records_kernel) == records.KERNEL_COMPILED
 
@@ -138,6 +147,61 @@ def test_a_key_length_with_its_top_bit_set_is_negative_in_both_builds() -> None:
         headers._binary_ext_fields(data, 0, len(data))
     assert header_kernel.binary_ext_fields(data, 0, len(data)) is None
     assert _HEADER_KERNEL.binary_ext_fields(data, 0, len(data)) is None
+
+
+_BATCH_KERNEL = interpreted(batch_kernel)
+
+
+def _batch_entry(flag: int, body: bytes, properties: bytes) -> bytes:
+    """One entry of a batch body, as producers encode it (MAGICCODE and BODYCRC 0)."""
+    return b"".join(
+        (
+            (22 + len(body) + len(properties)).to_bytes(4, "big"),
+            bytes(8),
+            flag.to_bytes(4, "big", signed=True),
+            len(body).to_bytes(4, "big"),
+            body,
+            len(properties).to_bytes(2, "big"),
+            properties,
+        )
+    )
+
+
+_BATCH_ENTRY = st.builds(
+    _batch_entry,
+    st.integers(-(2**31), 2**31 - 1),
+    st.binary(max_size=40),
+    PROPERTIES.map(str.encode),
+)
+
+
+@given(
+    st.lists(_BATCH_ENTRY, max_size=4).map(b"".join),
+    st.lists(st.tuples(st.integers(0, 300), st.binary(min_size=1, max_size=2)), max_size=2),
+    st.integers(0, 3),
+)
+def test_a_batch_body_reads_the_same_in_both_builds(
+    body: bytes, damage: list[tuple[int, bytes]], cut: int
+) -> None:
+    """Well-formed batch bodies, and bodies with bytes overwritten (lengths that disagree,
+    overrun or turn negative, bad UTF-8) or cut short: the kernel finds the entries the careful
+    reader finds, and gives up (None) exactly where it raises."""
+    data = bytearray(body)
+    for position, replacement in damage:
+        if position < len(data):
+            data[position : position + len(replacement)] = replacement
+    damaged = bytes(data[: max(0, len(data) - cut)])
+    try:
+        expected: list[batch.BatchSpan] | None = batch._scan_carefully(damaged)
+    except batch.BatchError:
+        expected = None
+    assert batch_kernel.scan_batch_body(damaged) == expected
+    assert _BATCH_KERNEL.scan_batch_body(damaged) == expected
+    if expected is None:
+        with pytest.raises(batch.BatchError):
+            batch.scan_batch_body(damaged)
+    else:
+        assert batch.scan_batch_body(damaged) == expected
 
 
 def _split_the_old_way(
@@ -203,6 +267,7 @@ def test_the_kernels_constants_are_the_packages() -> None:
     )
     assert stored_layout.FIXED_V4.size == records_kernel.FIXED_SIZE
     assert index_kernel.KEY_SEPARATOR == constants.KEY_SEPARATOR
+    assert batch_kernel.ENTRY_OVERHEAD_BYTES == batch.ENTRY_OVERHEAD_BYTES
     assert dispatch_kernel.MAGIC_V1 & 0xFFFFFFFF == constants.MESSAGE_MAGIC_CODE_V1
     assert dispatch_kernel.V6_FLAGS == stored_layout.V6_FLAGS
     assert stored_layout.FIXED_V4.size == dispatch_kernel.FIXED_SIZE
