@@ -50,6 +50,7 @@ _EXT_KEY_BYTES_MAX: Final = _INT16_MAX  # the key length is a signed short
 _LANGUAGE_DEFAULT: Final = LanguageCode.JAVA
 _LANGUAGE_BY_NAME: Final = dict(LanguageCode.__members__)
 _LANGUAGE_BY_ORDINAL: Final = {member.value: member for member in LanguageCode}
+_LANGUAGE_NAME_BY_ORDINAL: Final = {member.value: member.name for member in LanguageCode}
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -152,34 +153,68 @@ def encode_json_header(command: RemotingCommand) -> bytes:
             is neither str nor None, an unknown language, or a string with lone surrogates.
     """
     code = int(command.code)
-    _check_int32("code", code)
-    _check_int32("version", command.version)
-    _check_int32("opaque", command.opaque)
-    _check_int32("flag", command.flag)
-    language = _LANGUAGE_BY_ORDINAL.get(int(command.language))
-    if language is None:
-        raise LocalProtocolError(f"unknown language {command.language!r}")
+    version = command.version
+    opaque = command.opaque
+    flag = command.flag
+    language = _LANGUAGE_NAME_BY_ORDINAL.get(command.language)
     remark = command.remark
-    if remark is not None and not isinstance(remark, str):
-        raise LocalProtocolError(f"remark must be str or None, not {type(remark).__name__}")
+    ext_fields = command.ext_fields
+    # Every request and answer comes here: the checks are one expression, and the values of
+    # `ext_fields` are checked by a join (TypeError on a non-string); a failed check is named
+    # by `_refuse_json`. orjson refuses keys that are not strings.
+    if (
+        not (
+            _INT32_MIN <= code <= _INT32_MAX
+            and _INT32_MIN <= version <= _INT32_MAX
+            and _INT32_MIN <= opaque <= _INT32_MAX
+            and _INT32_MIN <= flag <= _INT32_MAX
+        )
+        or language is None
+        or (remark is not None and type(remark) is not str)
+        or not _all_strings(ext_fields)
+    ):
+        _refuse_json(command)
     # Keys in fastjson's (alphabetical) order; the dict preserves insertion order.
     header: dict[str, object] = {"code": code}
-    if command.ext_fields:
-        _check_ext_fields(command.ext_fields)
-        header["extFields"] = command.ext_fields
-    header["flag"] = command.flag
-    header["language"] = language.name
-    header["opaque"] = command.opaque
+    if ext_fields:
+        header["extFields"] = ext_fields
+    header["flag"] = flag
+    header["language"] = language
+    header["opaque"] = opaque
     if remark is not None:
         header["remark"] = remark
     header["serializeTypeCurrentRPC"] = "JSON"
-    header["version"] = command.version
+    header["version"] = version
     try:
         # orjson writes what the standard encoder below would (compact, UTF-8 kept, control
         # characters escaped), about 15 times faster: every request and answer pays for it.
         return orjson.dumps(header)
     except orjson.JSONEncodeError:
+        _check_ext_fields(ext_fields)  # a key that is not a string
         return _utf8(_JSON_ENCODER.encode(header), "header")  # raises, naming the problem
+
+
+def _all_strings(ext_fields: dict[str, str]) -> bool:
+    try:
+        "".join(ext_fields.values())
+    except TypeError:
+        return False
+    return True
+
+
+def _refuse_json(command: RemotingCommand) -> NoReturn:
+    """Raises the error that says which field of `command` JSON cannot carry."""
+    _check_int32("code", int(command.code))
+    _check_int32("version", command.version)
+    _check_int32("opaque", command.opaque)
+    _check_int32("flag", command.flag)
+    if _LANGUAGE_NAME_BY_ORDINAL.get(command.language) is None:
+        raise LocalProtocolError(f"unknown language {command.language!r}")
+    remark = command.remark
+    if remark is not None and not isinstance(remark, str):
+        raise LocalProtocolError(f"remark must be str or None, not {type(remark).__name__}")
+    _check_ext_fields(command.ext_fields)
+    raise AssertionError(f"no field of {command!r} is refused")
 
 
 def _json_kind(value: object) -> str:
