@@ -293,26 +293,53 @@ def _json_ext_fields(value: object) -> dict[str, str]:
     return ext_fields
 
 
-def _parse_usual_json(data: bytes) -> dict[str, object] | None:
-    """The header as an object, when it is the usual kind: valid JSON, an object, no number
-    with a fraction or exponent in a field or ext field. None for anything else, which
-    `_parse_any_json` reads as it must (numbers kept as their text) or names what is wrong."""
+def _decode_usual_json(data: bytes) -> RemotingCommand | None:
+    """The command, when its header is the usual kind (what every client sends and every
+    broker answers): valid JSON, an object whose int fields are ints within 32 bits, a
+    language name, a string remark or none, ext fields of strings; None for anything else,
+    which `_decode_any_json` reads as it must or names what is wrong."""
     try:
         parsed = orjson.loads(data)  # several times faster than `json`: every request pays
     except orjson.JSONDecodeError:
         return None
     if type(parsed) is not dict:
         return None
-    # orjson gives floats (huge integers too) where `_parse_any_json` keeps the literal text.
-    for value in parsed.values():
-        if type(value) is float:
-            return None
+    code = parsed.get("code", 0)
+    version = parsed.get("version", 0)
+    opaque = parsed.get("opaque", 0)
+    flag = parsed.get("flag", 0)
+    language = parsed.get("language")
+    remark = parsed.get("remark")
     ext_fields = parsed.get("extFields")
-    if type(ext_fields) is dict:
-        for value in ext_fields.values():
-            if type(value) is float:
-                return None
-    return parsed
+    # orjson gives floats (huge integers too) where `_decode_any_json` keeps the literal text:
+    # those, nulls, booleans and numbers in ext fields all fail these checks (the join raises
+    # on anything but strings).
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and type(language) is str
+        and (remark is None or type(remark) is str)
+    ):
+        return None
+    if ext_fields is None:
+        ext_fields = {}
+    elif type(ext_fields) is not dict or not _all_strings(ext_fields):
+        return None
+    return RemotingCommand(
+        code=code,
+        language=_LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark or None,
+        ext_fields=ext_fields,
+    )
 
 
 def _parse_any_json(data: bytes) -> dict[str, object]:
@@ -345,9 +372,12 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     Raises:
         RemoteProtocolError: Not UTF-8, not JSON, not an object, or a field of the wrong type.
     """
-    parsed = _parse_usual_json(data)
-    if parsed is None:
-        parsed = _parse_any_json(data)
+    command = _decode_usual_json(data)
+    return _decode_any_json(data) if command is None else command
+
+
+def _decode_any_json(data: bytes) -> RemotingCommand:
+    parsed = _parse_any_json(data)
     remark = _json_scalar_text(parsed.get("remark"), "JSON header field 'remark'")
     return RemotingCommand(
         code=_json_int(parsed, "code"),

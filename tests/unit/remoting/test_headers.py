@@ -312,7 +312,7 @@ def test_json_decoder_raises_only_remote_protocol_error_on_arbitrary_json(
 def decoded_by_the_standard_library(data: bytes) -> RemotingCommand | str:
     """What `decode_json_header` gives when its orjson parse is not used (or the error)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(headers, "_parse_usual_json", lambda _data: None)
+        patch.setattr(headers, "_decode_usual_json", lambda _data: None)
         try:
             return decode_json_header(data)
         except RemoteProtocolError as error:
@@ -338,13 +338,23 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=12,
 )
-JSON_KEYS = st.sampled_from(["code", "language", "remark", "extFields", "opaque", "flag", "x"])
+JSON_KEYS = st.sampled_from(
+    ["code", "language", "remark", "extFields", "opaque", "flag", "version", "x"]
+)
+USUAL_HEADER = {"code": 310, "language": "JAVA", "version": 479, "opaque": 7, "flag": 0}
+"""Every field the fast path checks, well formed: a test changes one of them."""
 
 
 @given(JSON_VALUES, JSON_KEYS)
 def test_json_decoder_reads_any_json_as_the_standard_library_would(value: object, key: str) -> None:
     """The orjson fast path gives the same command or the same error as `json` alone."""
-    documents = (value, {key: value}, {"extFields": {"k": value}, "code": 310})
+    documents = (
+        value,
+        {key: value},
+        {"extFields": {"k": value}, "code": 310},
+        {**USUAL_HEADER, key: value},
+        {**USUAL_HEADER, "extFields": {"k": value}},
+    )
     for document in documents:
         data = json.dumps(document).encode()
         assert decoded(data) == decoded_by_the_standard_library(data)
@@ -365,6 +375,10 @@ def test_json_decoder_reads_any_bytes_as_the_standard_library_would(data: bytes)
         b'\xef\xbb\xbf{"code":1}',
         b'{"code":1,"remark":"\\ud800"}',
         b' {"code":1,"extFields":{"k":"v"}}\n',
+        b'{"code":1,"language":"JAVA","opaque":2147483648}',
+        b'{"code":-2147483649,"language":"JAVA"}',
+        b'{"code":1,"language":"JAVA","version":true}',
+        b'{"code":1,"language":"JAVA","flag":null}',
     ],
 )
 def test_json_decoder_edge_cases_match_the_standard_library(data: bytes) -> None:
