@@ -331,15 +331,9 @@ def _decode_usual_json(data: bytes) -> RemotingCommand | None:
         ext_fields = {}
     elif type(ext_fields) is not dict or not _all_strings(ext_fields):
         return None
-    return RemotingCommand(
-        code=code,
-        language=_LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER),
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark or None,
-        ext_fields=ext_fields,
-    )
+    language_code = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
+    # Positional: a command's fields in their order, at half the cost of keywords.
+    return RemotingCommand(code, language_code, version, opaque, flag, remark or None, ext_fields)
 
 
 def _parse_any_json(data: bytes) -> dict[str, object]:
@@ -562,6 +556,22 @@ def decode_binary_header(data: bytes) -> RemotingCommand:
         RemoteProtocolError: Shorter than 21 bytes, a negative length, a remark or ext block
             that overruns the header, bytes left over after the ext block, or invalid UTF-8.
     """
+    size = len(data)
+    if size >= BINARY_FIXED_BYTES:
+        code, language_byte, version, opaque, flag, remark_length = _BINARY_HEAD.unpack_from(
+            data, 0
+        )
+        # The usual header, a request's: no remark, and an ext block that ends the header.
+        ext_length = _INT.unpack_from(data, _BINARY_HEAD.size)[0]
+        if remark_length == 0 and BINARY_FIXED_BYTES + ext_length == size:
+            fields = _EXT_FIELDS(data, BINARY_FIXED_BYTES, size)
+            # Positional: a command's fields in their order, at half the cost of keywords.
+            language = _LANGUAGE_BY_ORDINAL.get(language_byte, LanguageCode.OTHER)
+            return RemotingCommand(code, language, version, opaque, flag, None, fields)
+    return _decode_binary_carefully(data)
+
+
+def _decode_binary_carefully(data: bytes) -> RemotingCommand:
     size = len(data)
     if size < BINARY_FIXED_BYTES:
         raise RemoteProtocolError(
