@@ -88,12 +88,16 @@ class RemotingCommand:
         Returns:
             A new request command with opaque 0.
         """
+        # Positional (every field, in order): half the cost of keywords, once a request.
         return cls(
-            code=code,
-            flag=FLAG_ONEWAY if oneway else 0,
-            remark=remark,
-            ext_fields=dict(ext_fields) if ext_fields else {},
-            body=body,
+            code,
+            LanguageCode.PYTHON,
+            VERSION_CURRENT,
+            0,
+            FLAG_ONEWAY if oneway else 0,
+            remark,
+            dict(ext_fields) if ext_fields else {},
+            body,
         )
 
     @classmethod
@@ -120,17 +124,20 @@ class RemotingCommand:
         Raises:
             LocalProtocolError: `request` is itself a response.
         """
-        if request.is_response:
+        if request.flag & FLAG_RESPONSE:
             raise LocalProtocolError(
                 f"cannot answer opaque {request.opaque}: it is a response, not a request"
             )
+        # Positional (every field, in order): half the cost of keywords, once an answer.
         return cls(
-            code=code,
-            opaque=request.opaque,
-            flag=FLAG_RESPONSE,
-            remark=remark,
-            ext_fields=dict(ext_fields) if ext_fields else {},
-            body=body,
+            code,
+            LanguageCode.PYTHON,
+            VERSION_CURRENT,
+            request.opaque,
+            FLAG_RESPONSE,
+            remark,
+            dict(ext_fields) if ext_fields else {},
+            body,
         )
 
     def __repr__(self) -> str:
