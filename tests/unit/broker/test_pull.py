@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.headers import HeaderError
@@ -375,6 +377,50 @@ def test_header_rejects_an_int_field_beyond_32_bits() -> None:
     ext["queueId"] = str(1 << 31)
     with pytest.raises(HeaderError):
         PullHeader.decode(ext)
+
+
+PULL_NUMBER_FIELDS = (
+    "queueId",
+    "queueOffset",
+    "maxMsgNums",
+    "sysFlag",
+    "commitOffset",
+    "suspendTimeoutMillis",
+    "subVersion",
+)
+NUMBER_TEXTS = st.sampled_from(
+    ["0", "7", "-1", "+3", "", " 1", "1_0", "٣", "2147483647", "2147483648", "9" * 18, "9" * 19]
+) | st.integers(min_value=-(1 << 64), max_value=1 << 64).map(str)
+
+
+def _decoded(fields: dict[str, str]) -> PullHeader | str:
+    try:
+        return PullHeader.decode(fields)
+    except HeaderError as exc:
+        return f"error: {exc}"
+
+
+def _decoded_carefully(fields: dict[str, str]) -> PullHeader | str:
+    try:
+        return PullHeader._decode_carefully(fields)
+    except HeaderError as exc:
+        return f"error: {exc}"
+
+
+@given(
+    st.sampled_from((*PULL_NUMBER_FIELDS, "consumerGroup", "maxMsgBytes")),
+    NUMBER_TEXTS | st.none(),
+)
+def test_the_usual_pull_header_reads_as_the_careful_reading(field: str, value: str | None) -> None:
+    """The one-pass reading of the usual header gives the same header, or leaves the field to
+    the careful reading, which refuses it: a sign, blanks, other digits, a number beyond its
+    Java type, a missing field."""
+    fields = dict(pull_request(5, sys_flag=7, commit_offset=3).ext_fields)
+    if value is None:
+        fields.pop(field, None)
+    else:
+        fields[field] = value
+    assert _decoded(fields) == _decoded_carefully(fields)
 
 
 # -- commit offset -----------------------------------------------------------------------------
