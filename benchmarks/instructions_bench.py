@@ -47,7 +47,7 @@ async def _send_path(requests: int, batch: int, store_dir: str) -> None:
     # send_path_bench (which puts this checkout's src first), so the frames are its own too.
     from pocketmq.broker.config import BrokerConfig
     from pocketmq.broker.server import BrokerServer
-    from pocketmq.common.codes import RequestCode, SerializeType
+    from pocketmq.common.codes import RequestCode, ResponseCode, SerializeType
     from pocketmq.remoting.frame import FrameDecoder, encode_frame
     from pocketmq.store.config import MessageStoreConfig
 
@@ -77,7 +77,9 @@ async def _send_path(requests: int, batch: int, store_dir: str) -> None:
             decoder.feed(frames[number % len(frames)])
             request = decoder.next_command()
             assert request is not None
-            encode_frame(await handler(request, peer), SerializeType.JSON)
+            answer = await handler(request, peer)
+            assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+            encode_frame(answer, SerializeType.JSON)
             if number % DISPATCH_EVERY == DISPATCH_EVERY - 1:
                 await asyncio.sleep(0)
         await asyncio.sleep(0.05)  # dispatch catches up

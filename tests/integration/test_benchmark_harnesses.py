@@ -1,5 +1,6 @@
-"""The benchmark harnesses still run: the peers harness end to end against pocketmq alone,
-with counts small enough for the suite (the figures mean nothing at this size)."""
+"""The benchmark harnesses still run: the peers harness end to end against pocketmq alone, and
+the instructions benchmark's in-process send path (without valgrind, which the suite does not
+need), with counts small enough for the suite (the figures mean nothing at this size)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ def test_the_peers_harness_runs_every_workload_against_pocketmq(tmp_path: Path) 
     rows = [line for line in report.splitlines() if line.startswith("| pocketmq |")]
     assert len(rows) == 8, report  # two durability rows, four workloads
     assert not [row for row in rows if "failed" in row or "not received" in row], report
+
+
+def test_the_instructions_harness_stores_single_and_batch_sends() -> None:
+    """The work `instructions_bench.py` counts: sends the broker answers with SUCCESS (it
+    asserts each answer), single and batched."""
+    for batch in ("0", "8"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "instructions_bench.py"), "--inner", "40",
+             "--batch", batch],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
