@@ -1,9 +1,9 @@
 """The broker's cost of one send request, as the official Java client sends it.
 
 `python benchmarks/send_path_bench.py [--requests N] [--in-flight W] [--rounds R] [--batch N]
-[--pin]`
+[--pin] [--flush SYNC_FLUSH]`
 
-Starts `pocketmq up` (ASYNC_FLUSH) on free loopback ports and sends it SEND_MESSAGE_V2
+Starts `pocketmq up` (ASYNC_FLUSH, or `--flush`) on free loopback ports and sends it SEND_MESSAGE_V2
 requests with a 1 KiB body, one message each, framed with the binary ROCKETMQ header and the
 fields and properties RocketMQ's Java producer puts there (its benchmark Producer's load),
 keeping `--in-flight` requests outstanding on one connection. The frames are encoded once and
@@ -188,11 +188,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=0, help="messages a batch send; 0: single")
     parser.add_argument("--pin", action="store_true", help="broker and client on a CPU each")
+    parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
     args = parser.parse_args()
     prefix = pinned() if args.pin else []
     unit = "message" if args.batch else "request"
     with tempfile.TemporaryDirectory(prefix="pocketmq-send-path-") as work:
-        server = start_up_process(Path(work) / "data", Path(work) / "up.log", command_prefix=prefix)
+        config = Path(work) / "broker.properties"
+        config.write_text(f"flushDiskType={args.flush}\n")
+        server = start_up_process(
+            Path(work) / "data", Path(work) / "up.log", "-c", str(config), command_prefix=prefix
+        )
         try:
             broker = server.named_address("broker-a")
             # The first sends create the topic from TBW102; warm up before measuring.
