@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from pocketmq.runtime.event_loop import resolve_after
 from pocketmq.store.dispatch import DispatchRequest
 
 log = logging.getLogger(__name__)
@@ -104,17 +105,15 @@ class PullHoldService:
                     self.rejected_count,
                 )
             return False
-        loop = asyncio.get_running_loop()
         key = (topic, queue_id)
-        waiter = _Waiter(offset, loop.create_future())
+        waiter = _Waiter(offset, asyncio.get_running_loop().create_future())
         self._waiters.setdefault(key, set()).add(waiter)
         self._held += 1
+        expiry = resolve_after(timeout_s, waiter.future, None)  # the wait ends either way
         try:
-            async with asyncio.timeout_at(loop.time() + timeout_s):
-                await waiter.future
-        except TimeoutError:
-            pass
+            await waiter.future
         finally:
+            expiry.cancel()
             self._held -= 1
             self._forget(key, waiter)
         return self._max_offset_of(topic, queue_id) > offset

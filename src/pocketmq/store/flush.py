@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.runtime.event_loop import cancel_and_wait, resolve_after
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class GroupCommitFlusher:
         self._executor = executor
         self._on_failure = on_failure
         self.failure: OSError | None = None
-        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future[bool | None]]] = []
         self._sequence = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -71,14 +71,16 @@ class GroupCommitFlusher:
             return FlushOutcome.FAILED
         if end_offset <= self.flushed_offset:
             return FlushOutcome.DURABLE
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._sequence += 1
         heapq.heappush(self._waiters, (end_offset, self._sequence, future))
         self._wakeup.set()
+        expiry = resolve_after(timeout_s, future, None)  # None: not released in time
         try:
-            async with asyncio.timeout(timeout_s):
-                durable = await future
-        except TimeoutError:
+            durable = await future
+        finally:
+            expiry.cancel()
+        if durable is None:
             return FlushOutcome.TIMEOUT
         return FlushOutcome.DURABLE if durable else FlushOutcome.FAILED
 
