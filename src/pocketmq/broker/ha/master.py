@@ -33,7 +33,7 @@ from pocketmq.broker.ha.protocol import (
 from pocketmq.broker.ha.settings import HASettings
 from pocketmq.remoting.tls import Listener
 from pocketmq.runtime.clock import Clock
-from pocketmq.runtime.event_loop import cancel_and_wait
+from pocketmq.runtime.event_loop import cancel_and_wait, resolve_after
 from pocketmq.store.api import PutResult, PutStatus
 from pocketmq.store.message_store import MessageStore
 
@@ -199,10 +199,11 @@ class HAMaster:
             return True
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (offset, next(self._sequence), future))
+        expiry = resolve_after(timeout_s, future, False)  # every replicated put waits here
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            return False
+            return await future
+        finally:
+            expiry.cancel()
 
     def _acknowledged(self) -> None:
         best = self.acked_through()
