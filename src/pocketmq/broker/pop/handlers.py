@@ -45,6 +45,7 @@ from pocketmq.common.receipt_handle import (
 from pocketmq.common.stored_message import decode_record, reencode
 from pocketmq.common.subscription import SubscriptionError, parse_subscription
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.runtime.event_loop import resolve_after
 from pocketmq.store.api import PutResult
 from pocketmq.store.dispatch import DispatchRequest
 
@@ -88,11 +89,11 @@ class PopArrivals:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for topic in topics:
             self._waiters.setdefault(topic, set()).add(future)
+        expiry = resolve_after(timeout_s, future, None)  # the wait ends either way
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            expiry.cancel()
             for topic in topics:
                 waiters = self._waiters.get(topic)
                 if waiters is not None:
