@@ -65,6 +65,11 @@ def answers_header_errors(
     return decorate
 
 
+INT_DIGITS: Final = 9
+"""ASCII digits that always fit a Java int (and a long takes twice as many): a usual header's
+one-pass reading (`send_header`, `pull`) needs no range check below them."""
+
+
 def parse_java_int(text: str | None) -> int | None:
     """`text` read as `Integer.parseInt` / `Long.parseLong` would (no range check); None when
     absent or not such a number."""

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.headers import (
+    INT_DIGITS,
     answers_header_errors,
     error_response,
     optional_int,
@@ -193,10 +194,6 @@ class PullHeader(NamedTuple):
         return bool(self.sys_flag & FLAG_SUBSCRIPTION)
 
 
-_INT_DIGITS: Final = 9
-"""ASCII digits that always fit a Java int (and a long takes 18): no range check needed."""
-
-
 def _usual_pull_header(fields: Mapping[str, str]) -> PullHeader | None:
     """The header of the usual pull, read in one pass: every number plain digits that surely
     fit, no `maxMsgBytes`; None for anything else, which `PullHeader._decode_carefully` reads
@@ -222,13 +219,13 @@ def _usual_pull_header(fields: Mapping[str, str]) -> PullHeader | None:
         or commit_offset is None
         or suspend_ms is None
         or sub_version is None
-        or not 0 < len(queue_id) <= _INT_DIGITS
-        or not 0 < len(max_nums) <= _INT_DIGITS
-        or not 0 < len(sys_flag) <= _INT_DIGITS
-        or not 0 < len(queue_offset) <= 2 * _INT_DIGITS
-        or not 0 < len(commit_offset) <= 2 * _INT_DIGITS
-        or not 0 < len(suspend_ms) <= 2 * _INT_DIGITS
-        or not 0 < len(sub_version) <= 2 * _INT_DIGITS
+        or not 0 < len(queue_id) <= INT_DIGITS
+        or not 0 < len(max_nums) <= INT_DIGITS
+        or not 0 < len(sys_flag) <= INT_DIGITS
+        or not 0 < len(queue_offset) <= 2 * INT_DIGITS
+        or not 0 < len(commit_offset) <= 2 * INT_DIGITS
+        or not 0 < len(suspend_ms) <= 2 * INT_DIGITS
+        or not 0 < len(sub_version) <= 2 * INT_DIGITS
         or "maxMsgBytes" in fields
     ):
         return None

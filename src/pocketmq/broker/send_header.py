@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from pocketmq.broker.headers import (
+    INT_DIGITS,
     HeaderError,
     optional_int,
     required_int,
@@ -130,10 +131,6 @@ def _careful_header(fields: Mapping[str, str], keys: _HeaderKeys, code: int) -> 
     )
 
 
-_INT_DIGITS: Final = 9
-"""ASCII digits that always fit a Java int (and a long takes 18): no range check needed."""
-
-
 def _usual_header(
     fields: Mapping[str, str], keys: _HeaderKeys, code: int
 ) -> SendRequestHeader | None:
@@ -154,12 +151,12 @@ def _usual_header(
         or sys_flag is None
         or born is None
         or flag is None
-        or not 0 < len(queue_nums) <= _INT_DIGITS
-        or not 0 < len(queue_id) <= _INT_DIGITS
-        or not 0 < len(sys_flag) <= _INT_DIGITS
-        or not 0 < len(born) <= 2 * _INT_DIGITS
-        or not 0 < len(flag) <= _INT_DIGITS
-        or len(reconsume) > _INT_DIGITS
+        or not 0 < len(queue_nums) <= INT_DIGITS
+        or not 0 < len(queue_id) <= INT_DIGITS
+        or not 0 < len(sys_flag) <= INT_DIGITS
+        or not 0 < len(born) <= 2 * INT_DIGITS
+        or not 0 < len(flag) <= INT_DIGITS
+        or len(reconsume) > INT_DIGITS
     ):
         return None
     digits = queue_nums + queue_id + sys_flag + born + flag + reconsume

@@ -108,6 +108,21 @@ def test_index_properties_reads_tags_keys_and_unique_key(text: str) -> None:
     assert _PROPERTY_KERNEL.index_properties(text) == expected
 
 
+DAMAGE = st.lists(st.tuples(st.integers(0, 300), st.binary(min_size=1, max_size=2)), max_size=2)
+"""Bytes to overwrite, by position: lengths that overrun or turn negative, bad UTF-8."""
+CUT = st.integers(0, 3)
+"""Bytes to cut off the end."""
+
+
+def _damaged(data: bytes, damage: list[tuple[int, bytes]], cut: int) -> bytes:
+    """`data` with bytes overwritten at the given positions and `cut` bytes cut off its end."""
+    damaged = bytearray(data)
+    for position, replacement in damage:
+        if position < len(damaged):
+            damaged[position : position + len(replacement)] = replacement
+    return bytes(damaged[: max(0, len(damaged) - cut)])
+
+
 _HEADER_KERNEL = interpreted(header_kernel)
 _TEXTS = st.sampled_from(["", "a", "topic", "é", "\x00", "UNIQ_KEY\x01x\x02"]).map(str.encode)
 _ENTRY = st.tuples(_TEXTS, _TEXTS).map(
@@ -115,22 +130,14 @@ _ENTRY = st.tuples(_TEXTS, _TEXTS).map(
 )
 
 
-@given(
-    st.lists(_ENTRY, max_size=5).map(b"".join),
-    st.lists(st.tuples(st.integers(0, 200), st.binary(min_size=1, max_size=2)), max_size=2),
-    st.integers(0, 3),
-)
+@given(st.lists(_ENTRY, max_size=5).map(b"".join), DAMAGE, CUT)
 def test_the_binary_ext_fields_read_the_same_in_both_builds(
     block: bytes, damage: list[tuple[int, bytes]], cut: int
 ) -> None:
     """Well-formed blocks, and blocks with bytes overwritten (lengths that overrun or turn
     negative, bad UTF-8) or cut short: the kernel reads what the careful reader reads, and
     gives up (None) exactly where it raises."""
-    data = bytearray(block)
-    for position, replacement in damage:
-        if position < len(data):
-            data[position : position + len(replacement)] = replacement
-    padded = b"HEAD" + bytes(data[: max(0, len(data) - cut)])
+    padded = b"HEAD" + _damaged(block, damage, cut)
     try:
         expected: dict[str, str] | None = headers._binary_ext_fields(padded, 4, len(padded))
     except RemoteProtocolError:
@@ -175,22 +182,14 @@ _BATCH_ENTRY = st.builds(
 )
 
 
-@given(
-    st.lists(_BATCH_ENTRY, max_size=4).map(b"".join),
-    st.lists(st.tuples(st.integers(0, 300), st.binary(min_size=1, max_size=2)), max_size=2),
-    st.integers(0, 3),
-)
+@given(st.lists(_BATCH_ENTRY, max_size=4).map(b"".join), DAMAGE, CUT)
 def test_a_batch_body_reads_the_same_in_both_builds(
     body: bytes, damage: list[tuple[int, bytes]], cut: int
 ) -> None:
     """Well-formed batch bodies, and bodies with bytes overwritten (lengths that disagree,
     overrun or turn negative, bad UTF-8) or cut short: the kernel finds the entries the careful
     reader finds, and gives up (None) exactly where it raises."""
-    data = bytearray(body)
-    for position, replacement in damage:
-        if position < len(data):
-            data[position : position + len(replacement)] = replacement
-    damaged = bytes(data[: max(0, len(data) - cut)])
+    damaged = _damaged(body, damage, cut)
     try:
         expected: list[batch.BatchSpan] | None = batch._scan_carefully(damaged)
     except batch.BatchError:
