@@ -170,7 +170,7 @@ def encode_json_header(command: RemotingCommand) -> bytes:
             and _INT32_MIN <= flag <= _INT32_MAX
         )
         or language is None
-        or (remark is not None and type(remark) is not str)
+        or (remark is not None and not isinstance(remark, str))
         or not _all_strings(ext_fields)
     ):
         _refuse_json(command)

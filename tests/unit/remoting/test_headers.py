@@ -128,6 +128,18 @@ def test_json_encoder_rejects_values_the_format_cannot_carry(
         encode_json_header(command)
 
 
+def test_json_encoder_writes_strings_of_str_subclasses_as_strings() -> None:
+    """A remark or ext value of a str subclass (an enum's member, say) passes the encoder's
+    checks as a str does, and is written as its text."""
+
+    class Text(str):
+        pass
+
+    command = RemotingCommand(code=1, remark=Text("why"), ext_fields={"k": Text("v")})
+    decoded = json.loads(encode_json_header(command))
+    assert (decoded["remark"], decoded["extFields"]) == ("why", {"k": "v"})
+
+
 # -- JSON decoding: what real peers send (sections 0.1, 1.3) -----------------------------------
 
 
