@@ -1,7 +1,8 @@
 """The instructions the broker spends on one send, counted by valgrind: a figure that does not
 move with the machine's speed.
 
-`python benchmarks/instructions_bench.py [--requests N] [--batch N] [--socket] [--src DIR ...]`
+`python benchmarks/instructions_bench.py [--requests N] [--batch N | --pull N] [--socket]
+[--src DIR ...]`
 
 On a virtual machine whose speed drifts by 20-40 % within an hour, timing cannot show a change
 of a few percent; the instructions a request executes can, as they repeat from run to run
@@ -11,6 +12,10 @@ encoded, and a turn of the loop every 16 requests for dispatch, as the remoting 
 under valgrind's callgrind, once with no request and once with `--requests`, and reports the
 difference a request (a message, with `--batch`). The requests are `send_path_bench.py`'s: the
 fields and properties of RocketMQ's Java producer, a binary header, 1 KiB bodies.
+
+With `--pull N`, the pull path instead: both runs store the same 4,000 messages, and the
+second then pulls `--requests` times, N messages a pull, with the fields RocketMQ's Java push
+consumer sends (the figure is a pull's).
 
 With `--socket`, the whole broker instead: `pocketmq up` runs under callgrind, and
 `send_path_bench.py`'s client sends it the requests over loopback, 16 in flight (its remoting
@@ -39,10 +44,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DISPATCH_EVERY = 16
 """Requests between the turns of the loop that let dispatch run."""
+STORED = 4_000
+"""Messages stored before the pulls (`--pull`), in both runs: enough for 1,000 pulls of 4."""
 
 
-async def _send_path(requests: int, batch: int, store_dir: str) -> None:
-    """The measured work: `requests` sends through the broker's handler, in process."""
+async def _broker_path(requests: int, batch: int, pull: int, store_dir: str) -> None:
+    """The measured work, in process: `requests` sends through the broker's send handler; or,
+    with `pull`, `requests` pulls of `pull` messages each, after sends of `STORED` messages
+    that both runs make alike."""
     # The tree under test is first on sys.path: its package is imported before
     # send_path_bench (which puts this checkout's src first), so the frames are its own too.
     from pocketmq.broker.config import BrokerConfig
@@ -73,7 +82,7 @@ async def _send_path(requests: int, batch: int, store_dir: str) -> None:
         first = decoder.next_command()
         assert first is not None
         await handler(first, peer)  # creates the topic: not measured
-        for number in range(requests):
+        for number in range(STORED if pull else requests):
             decoder.feed(frames[number % len(frames)])
             request = decoder.next_command()
             assert request is not None
@@ -83,11 +92,52 @@ async def _send_path(requests: int, batch: int, store_dir: str) -> None:
             if number % DISPATCH_EVERY == DISPATCH_EVERY - 1:
                 await asyncio.sleep(0)
         await asyncio.sleep(0.05)  # dispatch catches up
+        if pull:
+            pulls = pull_frames(len(frames), pull)  # made alike in both runs
+            handler = broker.server.handlers[RequestCode.PULL_MESSAGE]
+            for frame in pulls[:requests]:
+                decoder.feed(frame)
+                request = decoder.next_command()
+                assert request is not None
+                answer = await handler(request, peer)
+                assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+                assert len(answer.body) > pull * 1024, "a pull carries fewer messages"
+                encode_frame(answer, SerializeType.JSON)
     finally:
         await broker.stop()
 
 
-def inner(requests: int, batch: int) -> None:
+def pull_frames(queues: int, pull: int) -> list[bytes]:
+    """PULL_MESSAGE requests for the stored messages, `pull` at a time, round the queues, with
+    the fields RocketMQ's Java push consumer sets (a binary header, commit offset and suspend
+    flags, a tag expression)."""
+    from pocketmq.common.codes import LanguageCode, RequestCode, SerializeType
+    from pocketmq.remoting.command import RemotingCommand
+    from pocketmq.remoting.frame import encode_frame
+    from send_path_bench import TOPIC
+
+    frames = []
+    for number in range(STORED // pull):
+        offset = number // queues * pull
+        fields = {
+            "consumerGroup": "instructions_bench",
+            "topic": TOPIC,
+            "queueId": str(number % queues),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(pull),
+            "sysFlag": "3",
+            "commitOffset": str(offset),
+            "suspendTimeoutMillis": "15000",
+            "subVersion": "1764430000000",
+            "expressionType": "TAG",
+        }
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+        request.language = LanguageCode.JAVA
+        frames.append(encode_frame(request, SerializeType.ROCKETMQ))
+    return frames
+
+
+def inner(requests: int, batch: int, pull: int) -> None:
     import pocketmq
 
     source = os.environ.get("POCKETMQ_BENCH_SRC")
@@ -95,7 +145,7 @@ def inner(requests: int, batch: int) -> None:
     import uvloop
 
     with tempfile.TemporaryDirectory(prefix="pocketmq-instructions-") as store_dir:
-        uvloop.run(_send_path(requests, batch, store_dir))
+        uvloop.run(_broker_path(requests, batch, pull, store_dir))
 
 
 def over_socket(requests: int, batch: int, out: str) -> None:
@@ -121,7 +171,7 @@ def over_socket(requests: int, batch: int, out: str) -> None:
             server.stop(timeout_s=600)  # callgrind writes its counts at a clean exit
 
 
-def instructions(source: Path, requests: int, batch: int, socket: bool) -> int:
+def instructions(source: Path, requests: int, batch: int, socket: bool, pull: int = 0) -> int:
     """What callgrind counts in a run of the harness (or, with `socket`, of the broker) on
     `source`."""
     with tempfile.TemporaryDirectory() as out:
@@ -129,7 +179,7 @@ def instructions(source: Path, requests: int, batch: int, socket: bool) -> int:
         valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}"]
         # With `socket` the harness runs natively and starts the broker under valgrind.
         command = [] if socket else valgrind
-        command += [sys.executable, __file__, "--batch", str(batch)]
+        command += [sys.executable, __file__, "--batch", str(batch), "--pull", str(pull)]
         command += ["--inner-socket", str(requests), "--out", str(counts)] if socket else []
         command += [] if socket else ["--inner", str(requests)]
         run = subprocess.run(
@@ -156,12 +206,13 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=0, help="messages a batch send; 0: single")
     parser.add_argument("--src", type=Path, nargs="*", default=[ROOT / "src"])
     parser.add_argument("--socket", action="store_true", help="the whole broker, over loopback")
+    parser.add_argument("--pull", type=int, default=0, help="messages a pull; 0: sends")
     parser.add_argument("--inner", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--inner-socket", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner is not None:
-        inner(args.inner, args.batch)
+        inner(args.inner, args.batch, args.pull)
         return 0
     if args.inner_socket is not None:
         over_socket(args.inner_socket, args.batch, args.out)
@@ -169,12 +220,15 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         sys.stderr.write("valgrind is not installed (Debian: apt-get install valgrind)\n")
         return 2
-    per = "message" if args.batch else "request"
+    if args.pull and (args.socket or args.batch or args.requests * args.pull > STORED):
+        sys.stderr.write(f"--pull: in process, single sends stored, requests x pull <= {STORED}\n")
+        return 2
+    per = f"pull of {args.pull}" if args.pull else "message" if args.batch else "request"
     for source in args.src:
         source = source.resolve()
         sys.stderr.write(f"{source}: counting, two runs under valgrind...\n")
-        baseline = instructions(source, 0, args.batch, args.socket)
-        loaded = instructions(source, args.requests, args.batch, args.socket)
+        baseline = instructions(source, 0, args.batch, args.socket, args.pull)
+        loaded = instructions(source, args.requests, args.batch, args.socket, args.pull)
         each = (loaded - baseline) / args.requests / (args.batch or 1)
         where = "the broker over loopback" if args.socket else "in process"
         print(f"{source}: {each:,.0f} instructions a {per} ({args.requests} requests, {where})")

@@ -28,13 +28,13 @@ def test_the_peers_harness_runs_every_workload_against_pocketmq(tmp_path: Path) 
     assert not [row for row in rows if "failed" in row or "not received" in row], report
 
 
-def test_the_instructions_harness_stores_single_and_batch_sends() -> None:
-    """The work `instructions_bench.py` counts: sends the broker answers with SUCCESS (it
-    asserts each answer), single and batched."""
-    for batch in ("0", "8"):
+def test_the_instructions_harness_stores_sends_and_pulls_them() -> None:
+    """The work `instructions_bench.py` counts: sends the broker answers with SUCCESS, single
+    and batched, and pulls that each carry the messages asked for (it asserts each answer)."""
+    for mode in (["--batch", "8"], ["--batch", "0"], ["--pull", "4"]):
         done = subprocess.run(
             [sys.executable, str(ROOT / "benchmarks" / "instructions_bench.py"), "--inner", "40",
-             "--batch", batch],
+             *mode],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
