@@ -3,7 +3,7 @@
 Every request of RocketMQ's Java clients carries its fields here, so the broker reads a block
 like this for every message a client sends one by one. The build compiles this module when it
 can (`setup.py`); the lengths are then read into native integers, about three times faster
-than `headers._binary_ext_fields`, which stays the interpreted build's reader and the one
+than `binary_header._binary_ext_fields`, which stays the interpreted build's reader and the one
 that words the error for a malformed block. Keep this module to what mypyc turns into native
 code (`i64` locals, bytes indexed one by one) and free of imports from the package.
 """

@@ -1,4 +1,5 @@
-"""Command header codecs: JSON (serialize type 0) and binary ROCKETMQ (serialize type 1).
+"""Command header codecs: JSON (serialize type 0, here) and binary ROCKETMQ (serialize type 1,
+`binary_header.py`), and the choice between them by the frame's serialize type.
 
 JSON follows what fastjson emits for `RemotingCommand` (keys sorted, nulls omitted, body never
 in the header) and accepts what real peers send: unknown keys, `remark` absent/null/"",
@@ -7,49 +8,47 @@ ext value is coerced to a string the way Java's `String.valueOf` prints it; null
 dropped; a number keeps its literal text. We always emit ext values as JSON strings, because the
 C++ client reads a response field only if it `isString()`.
 
-The binary layout (`RocketMQSerializable`), big-endian:
-
-    code i2 | language i1 | version i2 | opaque i4 | flag i4 |
-    remark length i4 + remark | ext length i4 + (key length i2 + key | value length i4 + value)*
-
-A zero-length remark, key or value decodes as null: the remark becomes None and the ext entry is
-dropped, so the encoder leaves such entries out.
-
 Decoders raise only `RemoteProtocolError` (with the offending offset or field); encoders raise
-only `LocalProtocolError` (a value the format cannot carry). Neither touches the body.
+only `LocalProtocolError` (a value the format cannot carry). Neither touches the body. The binary
+codec's names are exported here too, so that callers import every codec from one place.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from typing import Final, NoReturn
 
 import orjson
 
 from pocketmq.common.codes import LanguageCode, SerializeType
-from pocketmq.common.kernels import compiled
-from pocketmq.remoting import header_kernel
+from pocketmq.remoting.binary_header import (
+    BINARY_FIXED_BYTES,
+    decode_binary_header,
+    encode_binary_header,
+)
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.remoting.header_fields import (
+    INT32_MAX,
+    INT32_MIN,
+    LANGUAGE_BY_ORDINAL,
+    check_int32,
+    utf8,
+)
 
-BINARY_FIXED_BYTES: Final = 21
-"""Size of a binary header without remark and ext entries."""
-
-_INT32_MIN: Final = -(1 << 31)
-_INT32_MAX: Final = (1 << 31) - 1
-_INT16_MIN: Final = -(1 << 15)
-_INT16_MAX: Final = (1 << 15) - 1
-
-_BINARY_HEAD: Final = struct.Struct(">hBhiii")  # code .. remark length: 17 bytes
-_INT: Final = struct.Struct(">i")
-_SHORT: Final = struct.Struct(">h")
-_EXT_KEY_BYTES_MAX: Final = _INT16_MAX  # the key length is a signed short
+__all__ = [
+    "BINARY_FIXED_BYTES",
+    "decode_binary_header",
+    "decode_header",
+    "decode_json_header",
+    "encode_binary_header",
+    "encode_header",
+    "encode_json_header",
+]
 
 # Java's field default when a JSON header has no `language` (`RemotingCommand.language`).
 _LANGUAGE_DEFAULT: Final = LanguageCode.JAVA
 _LANGUAGE_BY_NAME: Final = dict(LanguageCode.__members__)
-_LANGUAGE_BY_ORDINAL: Final = {member.value: member for member in LanguageCode}
 _LANGUAGE_NAME_BY_ORDINAL: Final = {member.value: member.name for member in LanguageCode}
 
 
@@ -119,24 +118,12 @@ def decode_header(data: bytes, serialize_type: int) -> RemotingCommand:
 # JSON
 
 
-def _check_int32(name: str, value: int) -> None:
-    if not _INT32_MIN <= value <= _INT32_MAX:
-        raise LocalProtocolError(f"{name} {value} does not fit a 32-bit int")
-
-
 def _check_ext_fields(ext_fields: dict[str, str]) -> None:
     for key, value in ext_fields.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise LocalProtocolError(
                 f"ext field {key!r}: {value!r} must map str to str; stringify values first"
             )
-
-
-def _utf8(text: str, what: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise LocalProtocolError(f"{what} is not encodable as UTF-8: {error}") from None
 
 
 def encode_json_header(command: RemotingCommand) -> bytes:
@@ -164,10 +151,10 @@ def encode_json_header(command: RemotingCommand) -> bytes:
     # by `_refuse_json`. orjson refuses keys that are not strings.
     if (
         not (
-            _INT32_MIN <= code <= _INT32_MAX
-            and _INT32_MIN <= version <= _INT32_MAX
-            and _INT32_MIN <= opaque <= _INT32_MAX
-            and _INT32_MIN <= flag <= _INT32_MAX
+            INT32_MIN <= code <= INT32_MAX
+            and INT32_MIN <= version <= INT32_MAX
+            and INT32_MIN <= opaque <= INT32_MAX
+            and INT32_MIN <= flag <= INT32_MAX
         )
         or language is None
         or (remark is not None and not isinstance(remark, str))
@@ -191,7 +178,7 @@ def encode_json_header(command: RemotingCommand) -> bytes:
         return orjson.dumps(header)
     except orjson.JSONEncodeError:
         _check_ext_fields(ext_fields)  # a key that is not a string
-        return _utf8(_JSON_ENCODER.encode(header), "header")  # raises, naming the problem
+        return utf8(_JSON_ENCODER.encode(header), "header")  # raises, naming the problem
 
 
 def _all_strings(ext_fields: dict[str, str]) -> bool:
@@ -204,10 +191,10 @@ def _all_strings(ext_fields: dict[str, str]) -> bool:
 
 def _refuse_json(command: RemotingCommand) -> NoReturn:
     """Raises the error that says which field of `command` JSON cannot carry."""
-    _check_int32("code", int(command.code))
-    _check_int32("version", command.version)
-    _check_int32("opaque", command.opaque)
-    _check_int32("flag", command.flag)
+    check_int32("code", int(command.code))
+    check_int32("version", command.version)
+    check_int32("opaque", command.opaque)
+    check_int32("flag", command.flag)
     if _LANGUAGE_NAME_BY_ORDINAL.get(command.language) is None:
         raise LocalProtocolError(f"unknown language {command.language!r}")
     remark = command.remark
@@ -241,7 +228,7 @@ def _json_int(header: dict[str, object], key: str) -> int:
         raise RemoteProtocolError(
             f"JSON header field {key!r} is a {_json_kind(value)}, expected an integer"
         )
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise RemoteProtocolError(f"JSON header field {key!r} = {value} does not fit a 32-bit int")
     return value
 
@@ -252,7 +239,7 @@ def _json_language(value: object) -> LanguageCode:
     if type(value) is str:
         return _LANGUAGE_BY_NAME.get(value, LanguageCode.OTHER)
     if type(value) is int:
-        return _LANGUAGE_BY_ORDINAL.get(value, LanguageCode.OTHER)
+        return LANGUAGE_BY_ORDINAL.get(value, LanguageCode.OTHER)
     raise RemoteProtocolError(
         f"JSON header field 'language' is a {_json_kind(value)}, expected a name or an ordinal"
     )
@@ -319,10 +306,10 @@ def _decode_usual_json(data: bytes) -> RemotingCommand | None:
         and type(version) is int
         and type(opaque) is int
         and type(flag) is int
-        and _INT32_MIN <= code <= _INT32_MAX
-        and _INT32_MIN <= version <= _INT32_MAX
-        and _INT32_MIN <= opaque <= _INT32_MAX
-        and _INT32_MIN <= flag <= _INT32_MAX
+        and INT32_MIN <= code <= INT32_MAX
+        and INT32_MIN <= version <= INT32_MAX
+        and INT32_MIN <= opaque <= INT32_MAX
+        and INT32_MIN <= flag <= INT32_MAX
         and type(language) is str
         and (remark is None or type(remark) is str)
     ):
@@ -381,223 +368,4 @@ def _decode_any_json(data: bytes) -> RemotingCommand:
         flag=_json_int(parsed, "flag"),
         remark=remark or None,
         ext_fields=_json_ext_fields(parsed.get("extFields")),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Binary (ROCKETMQ)
-
-
-def encode_binary_header(command: RemotingCommand) -> bytes:
-    """Encode a header in the binary ROCKETMQ layout.
-
-    Args:
-        command: The command to encode.
-
-    Returns:
-        The header bytes. Ext entries with an empty key or value are left out (the format
-        cannot tell them from null), and an empty remark is written as absent.
-
-    Raises:
-        LocalProtocolError: `code` or `version` outside 16 bits (RocketMQ's POP codes such as
-            200050 only fit JSON), `opaque` or `flag` outside 32 bits, an unknown language, a
-            key longer than 32767 UTF-8 bytes, or a non-string ext entry.
-    """
-    code = int(command.code)
-    if not _INT16_MIN <= code <= _INT16_MAX:
-        raise LocalProtocolError(
-            f"code {code} does not fit the 16-bit code field of a ROCKETMQ header; use JSON"
-        )
-    if not _INT16_MIN <= command.version <= _INT16_MAX:
-        raise LocalProtocolError(
-            f"version {command.version} does not fit the 16-bit field of a ROCKETMQ header"
-        )
-    _check_int32("opaque", command.opaque)
-    _check_int32("flag", command.flag)
-    language = _LANGUAGE_BY_ORDINAL.get(int(command.language))
-    if language is None:
-        raise LocalProtocolError(f"unknown language {command.language!r}")
-    remark = command.remark
-    if remark is not None and not isinstance(remark, str):
-        raise LocalProtocolError(f"remark must be str or None, not {type(remark).__name__}")
-    remark_bytes = _utf8(remark, "remark") if remark else b""
-
-    ext_parts: list[bytes] = []
-    append = ext_parts.append
-    pack_short = _SHORT.pack
-    pack_int = _INT.pack
-    for key, value in command.ext_fields.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise LocalProtocolError(
-                f"ext field {key!r}: {value!r} must map str to str; stringify values first"
-            )
-        if not key or not value:
-            continue
-        try:
-            key_bytes = key.encode("utf-8")
-            value_bytes = value.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise LocalProtocolError(
-                f"ext field {key!r} is not encodable as UTF-8: {error}"
-            ) from None
-        if len(key_bytes) > _EXT_KEY_BYTES_MAX:
-            raise LocalProtocolError(
-                f"ext key of {len(key_bytes)} bytes exceeds the ROCKETMQ header's "
-                f"{_EXT_KEY_BYTES_MAX}-byte key limit"
-            )
-        append(pack_short(len(key_bytes)) + key_bytes + pack_int(len(value_bytes)) + value_bytes)
-    ext_block = b"".join(ext_parts)
-    return b"".join(
-        (
-            _BINARY_HEAD.pack(
-                code, language, command.version, command.opaque, command.flag, len(remark_bytes)
-            ),
-            remark_bytes,
-            _INT.pack(len(ext_block)),
-            ext_block,
-        )
-    )
-
-
-def _binary_text(data: bytes, start: int, length: int, what: str) -> str:
-    try:
-        return data[start : start + length].decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise RemoteProtocolError(
-            f"binary header {what} at offset {start} is not valid UTF-8: {error}"
-        ) from None
-
-
-def _binary_length(data: bytes, offset: int, end: int, codec: struct.Struct, what: str) -> int:
-    """Read a length field at `offset` and check that the field and its bytes end by `end`."""
-    if offset + codec.size > end:
-        raise RemoteProtocolError(
-            f"binary header {what} length at offset {offset} overruns its block ending at {end}"
-        )
-    length = int(codec.unpack_from(data, offset)[0])
-    if length < 0:
-        raise RemoteProtocolError(
-            f"binary header {what} length at offset {offset} is negative ({length})"
-        )
-    start = offset + codec.size
-    if start + length > end:
-        raise RemoteProtocolError(
-            f"binary header {what} of {length} bytes at offset {start} overruns its block "
-            f"ending at {end}"
-        )
-    return length
-
-
-def _binary_ext_entry_error(data: bytes, position: int, end: int) -> NoReturn:
-    """Re-read the ext entry at `position` field by field and raise with the exact fault."""
-    key_length = _binary_length(data, position, end, _SHORT, "ext key")
-    position += _SHORT.size
-    _binary_text(data, position, key_length, "ext key")
-    position += key_length
-    value_length = _binary_length(data, position, end, _INT, "ext value")
-    position += _INT.size
-    _binary_text(data, position, value_length, "ext value")
-    raise AssertionError(f"ext entry before offset {position + value_length} is valid")
-
-
-def _binary_ext_fields(data: bytes, start: int, end: int) -> dict[str, str]:
-    # The hot path of binary decoding: checks are folded into as few comparisons as possible,
-    # and any failure is re-read by `_binary_ext_entry_error` for a precise message.
-    ext_fields: dict[str, str] = {}
-    unpack_short = _SHORT.unpack_from
-    unpack_int = _INT.unpack_from
-    position = start
-    # Each entry advances by at least 6 bytes, so the loop ends.
-    while position < end:
-        if position + 2 > end:
-            _binary_ext_entry_error(data, position, end)
-        key_start = position + 2
-        key_end = key_start + unpack_short(data, position)[0]
-        if key_end < key_start or key_end + 4 > end:
-            _binary_ext_entry_error(data, position, end)
-        value_start = key_end + 4
-        value_end = value_start + unpack_int(data, key_end)[0]
-        if value_end < value_start or value_end > end:
-            _binary_ext_entry_error(data, position, end)
-        # A zero-length key or value decodes as null, and a null entry is dropped.
-        if key_end > key_start and value_end > value_start:
-            try:
-                key = data[key_start:key_end].decode("utf-8")
-                ext_fields[key] = data[value_start:value_end].decode("utf-8")
-            except UnicodeDecodeError:
-                _binary_ext_entry_error(data, position, end)
-        position = value_end
-    return ext_fields
-
-
-KERNEL_COMPILED: Final = compiled(header_kernel)
-"""Whether `header_kernel` was compiled; interpreted, its byte reads are slower than `struct`."""
-
-
-def _kernel_then_careful(data: bytes, start: int, end: int) -> dict[str, str]:
-    # The kernel gives up on a malformed entry, and the careful reader words the error.
-    fields = header_kernel.binary_ext_fields(data, start, end)
-    return _binary_ext_fields(data, start, end) if fields is None else fields
-
-
-_EXT_FIELDS: Final = _kernel_then_careful if KERNEL_COMPILED else _binary_ext_fields
-
-
-def decode_binary_header(data: bytes) -> RemotingCommand:
-    """Decode a binary ROCKETMQ header.
-
-    Args:
-        data: Exactly the header bytes of one frame.
-
-    Returns:
-        The command with an empty body; an unknown language byte becomes OTHER.
-
-    Raises:
-        RemoteProtocolError: Shorter than 21 bytes, a negative length, a remark or ext block
-            that overruns the header, bytes left over after the ext block, or invalid UTF-8.
-    """
-    size = len(data)
-    if size >= BINARY_FIXED_BYTES:
-        code, language_byte, version, opaque, flag, remark_length = _BINARY_HEAD.unpack_from(
-            data, 0
-        )
-        # The usual header, a request's: no remark, and an ext block that ends the header.
-        ext_length = _INT.unpack_from(data, _BINARY_HEAD.size)[0]
-        if remark_length == 0 and BINARY_FIXED_BYTES + ext_length == size:
-            fields = _EXT_FIELDS(data, BINARY_FIXED_BYTES, size)
-            # Positional: a command's fields in their order, at half the cost of keywords.
-            language = _LANGUAGE_BY_ORDINAL.get(language_byte, LanguageCode.OTHER)
-            return RemotingCommand(code, language, version, opaque, flag, None, fields)
-    return _decode_binary_carefully(data)
-
-
-def _decode_binary_carefully(data: bytes) -> RemotingCommand:
-    size = len(data)
-    if size < BINARY_FIXED_BYTES:
-        raise RemoteProtocolError(
-            f"binary header of {size} bytes is shorter than its {BINARY_FIXED_BYTES}-byte "
-            "fixed part"
-        )
-    code, language_byte, version, opaque, flag, _ = _BINARY_HEAD.unpack_from(data, 0)
-    # The ext length field follows the remark, so the remark must leave 4 bytes for it.
-    remark_length = _binary_length(data, 13, size - _INT.size, _INT, "remark")
-    remark_start = _BINARY_HEAD.size
-    remark = _binary_text(data, remark_start, remark_length, "remark") if remark_length else None
-    ext_offset = remark_start + remark_length
-    ext_length = _binary_length(data, ext_offset, size, _INT, "ext block")
-    ext_start = ext_offset + _INT.size
-    ext_end = ext_start + ext_length
-    if ext_end != size:
-        raise RemoteProtocolError(
-            f"binary header has {size - ext_end} bytes after its ext block (header is "
-            f"{size} bytes, ext block ends at {ext_end})"
-        )
-    return RemotingCommand(
-        code=code,
-        language=_LANGUAGE_BY_ORDINAL.get(language_byte, LanguageCode.OTHER),
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark or None,
-        ext_fields=_EXT_FIELDS(data, ext_start, ext_end),
     )

@@ -25,7 +25,7 @@ from pocketmq.common import (
 )
 from pocketmq.common.java_hash import KERNEL_COMPILED, pure_index_hash
 from pocketmq.common.properties import decode_properties
-from pocketmq.remoting import header_kernel, headers
+from pocketmq.remoting import binary_header, header_kernel
 from pocketmq.remoting.errors import RemoteProtocolError
 from pocketmq.spark import records_kernel
 from pocketmq.store import dispatch, dispatch_kernel, index, index_file, index_kernel
@@ -81,11 +81,13 @@ def test_the_compiled_kernels_are_the_ones_in_use() -> None:
     assert _compiled(hash_kernel) == KERNEL_COMPILED
     expected = hash_kernel.index_hash if KERNEL_COMPILED else pure_index_hash
     assert index_key_hash is expected
-    assert _compiled(header_kernel) == headers.KERNEL_COMPILED
+    assert _compiled(header_kernel) == binary_header.KERNEL_COMPILED
     expected_reader = (
-        headers._kernel_then_careful if headers.KERNEL_COMPILED else headers._binary_ext_fields
+        binary_header._kernel_then_careful
+        if binary_header.KERNEL_COMPILED
+        else binary_header._binary_ext_fields
     )
-    assert headers._EXT_FIELDS is expected_reader
+    assert binary_header._EXT_FIELDS is expected_reader
     assert _compiled(index_kernel) == index_file.KERNEL_COMPILED == index.KERNEL_COMPILED
     assert _compiled(dispatch_kernel) == dispatch.KERNEL_COMPILED
     assert _compiled(batch_kernel) == batch.KERNEL_COMPILED
@@ -139,7 +141,7 @@ def test_the_binary_ext_fields_read_the_same_in_both_builds(
     gives up (None) exactly where it raises."""
     padded = b"HEAD" + _damaged(block, damage, cut)
     try:
-        expected: dict[str, str] | None = headers._binary_ext_fields(padded, 4, len(padded))
+        expected: dict[str, str] | None = binary_header._binary_ext_fields(padded, 4, len(padded))
     except RemoteProtocolError:
         expected = None
     assert header_kernel.binary_ext_fields(padded, 4, len(padded)) == expected
@@ -151,7 +153,7 @@ def test_a_key_length_with_its_top_bit_set_is_negative_in_both_builds() -> None:
     key_length = 0x8001
     data = key_length.to_bytes(2, "big") + b"k" * key_length + (1).to_bytes(4, "big") + b"v"
     with pytest.raises(RemoteProtocolError, match="negative"):
-        headers._binary_ext_fields(data, 0, len(data))
+        binary_header._binary_ext_fields(data, 0, len(data))
     assert header_kernel.binary_ext_fields(data, 0, len(data)) is None
     assert _HEADER_KERNEL.binary_ext_fields(data, 0, len(data)) is None
 
