@@ -43,11 +43,18 @@ async def boom(request: RemotingCommand, channel: Channel) -> RemotingCommand:
     raise ValueError("bad header field")
 
 
+EVERY_TEST_CODE = frozenset(range(ECHO - 1, SLOW + 200))
+"""The codes these tests use: with `eager`, all of them start as they are decoded."""
+MODES = pytest.mark.parametrize("eager", [False, True], ids=["tasks", "eager"])
+
+
 def with_server(
     test: Callable[[RemotingServer, RemotingClient, str], Awaitable[None]],
+    eager: bool = False,
 ) -> None:
     async def run() -> None:
         server = RemotingServer({ECHO: echo, SLOW: slow, BOOM: boom})
+        server.eager = EVERY_TEST_CODE if eager else frozenset()
         port = await server.start()
         client = RemotingClient()
         try:
@@ -59,7 +66,8 @@ def with_server(
     asyncio.run(run())
 
 
-def test_request_response_round_trip() -> None:
+@MODES
+def test_request_response_round_trip(eager: bool) -> None:
     async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
         request = RemotingCommand.request(ECHO, {"k": "v"}, body=b"x" * 100_000)
         response = await client.invoke(address, request, 3)
@@ -67,10 +75,11 @@ def test_request_response_round_trip() -> None:
         assert response.ext_fields == {"k": "v"}
         assert response.body == b"x" * 100_000
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_unknown_code_and_failing_handler_get_precise_codes() -> None:
+@MODES
+def test_unknown_code_and_failing_handler_get_precise_codes(eager: bool) -> None:
     async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
         unknown = await client.invoke(address, RemotingCommand.request(12345), 3)
         assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
@@ -81,10 +90,11 @@ def test_unknown_code_and_failing_handler_get_precise_codes() -> None:
         assert "bad header field" in failed.remark
         assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_slow_request_does_not_block_others_on_the_same_connection() -> None:
+@MODES
+def test_slow_request_does_not_block_others_on_the_same_connection(eager: bool) -> None:
     async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
         held = asyncio.ensure_future(
             client.invoke(address, RemotingCommand.request(SLOW, {"seconds": "1.0"}), 5)
@@ -98,19 +108,21 @@ def test_slow_request_does_not_block_others_on_the_same_connection() -> None:
         assert (await held).remark == "slow done"
         assert len(server.channels) == 1
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_timeout_then_connection_still_usable() -> None:
+@MODES
+def test_timeout_then_connection_still_usable(eager: bool) -> None:
     async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
         with pytest.raises(RemotingTimeoutError, match="within 100 ms"):
             await client.invoke(address, RemotingCommand.request(SLOW, {"seconds": "0.5"}), 0.1)
         assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_oneway_gets_no_response_but_runs() -> None:
+@MODES
+def test_oneway_gets_no_response_but_runs(eager: bool) -> None:
     seen: list[str] = []
 
     async def record(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
@@ -126,10 +138,11 @@ def test_oneway_gets_no_response_but_runs() -> None:
         await async_wait_until(lambda: len(seen) == 5, "5 oneway requests handled", poll_s=0.01)
         assert sorted(seen) == ["0", "1", "2", "3", "4"]
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_what_was_written_before_a_close_still_reaches_the_peer() -> None:
+@MODES
+def test_what_was_written_before_a_close_still_reaches_the_peer(eager: bool) -> None:
     """Writes leave at the end of the event loop's turn; a close in that same turn (offset
     commits sent just before a consumer shuts down) sends them first."""
     seen: list[str] = []
@@ -147,7 +160,7 @@ def test_what_was_written_before_a_close_still_reaches_the_peer() -> None:
         await async_wait_until(lambda: len(seen) == 3, "3 oneway requests handled", poll_s=0.01)
         assert seen == ["0", "1", "2"]
 
-    with_server(test)
+    with_server(test, eager)
 
 
 def _round_trip_s(address: str, request: RemotingCommand) -> tuple[RemotingCommand, float]:
@@ -165,7 +178,8 @@ def _round_trip_s(address: str, request: RemotingCommand) -> tuple[RemotingComma
         return decode_frame(data), time.monotonic() - began
 
 
-def test_a_lone_request_is_answered_before_the_work_it_leaves_for_the_loop() -> None:
+@MODES
+def test_a_lone_request_is_answered_before_the_work_it_leaves_for_the_loop(eager: bool) -> None:
     """A store's put leaves dispatch to the loop's next callbacks; the answer to the only
     request in flight must not wait for them (a client sending one at a time would)."""
     blocked_s = 0.5
@@ -182,10 +196,11 @@ def test_a_lone_request_is_answered_before_the_work_it_leaves_for_the_loop() -> 
         assert (answer.remark, answer.opaque) == ("stored", 7)
         assert took_s < blocked_s * 0.8, f"the answer waited {took_s:.3f} s for later work"
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_server_calls_the_client_back_on_the_same_connection() -> None:
+@MODES
+def test_server_calls_the_client_back_on_the_same_connection(eager: bool) -> None:
     async def notified(request: RemotingCommand, channel: Channel) -> RemotingCommand:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, remark="client here")
 
@@ -198,7 +213,7 @@ def test_server_calls_the_client_back_on_the_same_connection() -> None:
         )
         assert answer.remark == "client here"
 
-    with_server(test)
+    with_server(test, eager)
 
 
 @pytest.mark.parametrize(
@@ -212,7 +227,8 @@ def test_server_calls_the_client_back_on_the_same_connection() -> None:
     ],
     ids=["negative-length", "huge-length", "header-beyond-frame", "bad-json", "random"],
 )
-def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
+@MODES
+def test_malformed_frame_closes_only_that_connection(garbage: bytes, eager: bool) -> None:
     async def test(server: RemotingServer, client: RemotingClient, address: str) -> None:
         await client.invoke(address, RemotingCommand.request(ECHO), 3)
         host, port = address.split(":")
@@ -225,7 +241,7 @@ def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
         # The well-behaved client on its own connection keeps being served.
         assert (await client.invoke(address, RemotingCommand.request(ECHO), 3)).code == 0
 
-    with_server(test)
+    with_server(test, eager)
 
 
 def test_connect_error_names_the_address() -> None:
@@ -243,9 +259,11 @@ def test_connect_error_names_the_address() -> None:
     asyncio.run(run())
 
 
-def test_stop_lets_in_flight_requests_finish() -> None:
+@MODES
+def test_stop_lets_in_flight_requests_finish(eager: bool) -> None:
     async def run() -> None:
         server = RemotingServer({SLOW: slow})
+        server.eager = EVERY_TEST_CODE if eager else frozenset()
         port = await server.start()
         client = RemotingClient()
         held = asyncio.ensure_future(
@@ -259,7 +277,8 @@ def test_stop_lets_in_flight_requests_finish() -> None:
     asyncio.run(run())
 
 
-def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones() -> None:
+@MODES
+def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones(eager: bool) -> None:
     events: list[str] = []
 
     async def hold(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
@@ -288,7 +307,7 @@ def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones() -> N
         await async_wait_until(lambda: len(events) == 2, "both handlers finished", poll_s=0.02)
         assert sorted(events) == ["held request cancelled", "oneway finished"]
 
-    with_server(test)
+    with_server(test, eager)
 
 
 def test_client_closes_idle_connections_and_reconnects_on_demand() -> None:
@@ -311,7 +330,8 @@ def test_client_closes_idle_connections_and_reconnects_on_demand() -> None:
     asyncio.run(run())
 
 
-def test_a_first_request_larger_than_a_read_arrives_whole() -> None:
+@MODES
+def test_a_first_request_larger_than_a_read_arrives_whole(eager: bool) -> None:
     """The channel takes the transport over from the stream after its first read: bytes the
     stream held past that read must reach the decoder too."""
 
@@ -323,10 +343,11 @@ def test_a_first_request_larger_than_a_read_arrives_whole() -> None:
         again = await client.invoke(address, RemotingCommand.request(ECHO, {"n": "2"}), 3)
         assert again.ext_fields == {"n": "2"}
 
-    with_server(test)
+    with_server(test, eager)
 
 
-def test_past_max_in_flight_a_connection_is_not_read_until_a_request_ends() -> None:
+@MODES
+def test_past_max_in_flight_a_connection_is_not_read_until_a_request_ends(eager: bool) -> None:
     """Backpressure: with `max_in_flight` requests running, the rest wait unread (TCP pushes
     back on the peer) and start, in order, as the running ones end."""
     gate = asyncio.Event()
@@ -343,6 +364,7 @@ def test_past_max_in_flight_a_connection_is_not_read_until_a_request_ends() -> N
 
     async def run() -> None:
         server = RemotingServer({ECHO: echo, ECHO + 12: hold}, max_in_flight=2)
+        server.eager = EVERY_TEST_CODE if eager else frozenset()
         port = await server.start()
         address = f"127.0.0.1:{port}"
         client, other = RemotingClient(), RemotingClient()

@@ -42,6 +42,7 @@ from pocketmq.broker.runtime_info import runtime_table
 from pocketmq.broker.schedule import DelayLevelError, DelayLevels, parse_delay_levels
 from pocketmq.broker.topics import TopicTable
 from pocketmq.broker.wiring import (
+    EAGER_REQUEST_CODES,
     BrokerWiring,
     build_put_path,
     build_store,
@@ -286,6 +287,7 @@ class BrokerServer:
             wiring.pop,
         )
         server.handlers.update(wiring.routes())
+        server.eager = EAGER_REQUEST_CODES
         server.handlers.update(
             AclAdminHandlers(
                 self.acl,

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from pocketmq.broker.admin_handlers import AdminHandlers
 from pocketmq.broker.admin_queries import AdminQueryHandlers
@@ -118,6 +118,22 @@ async def load_delayed_services(
     delay_delivery = DelayDelivery(store, put_path, delay_levels, clock)
     delay_delivery.load(store.metadata_documents.get("delayOffset.json"))
     return DelayedServices(delay_delivery, timer_store)
+
+
+EAGER_REQUEST_CODES: Final = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.PULL_MESSAGE,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.HEART_BEAT,
+    }
+)
+"""The requests of every message's path, started as they are decoded: a task each would cost
+more than most of them take (`Channel`). Their handlers wait (a SYNC_FLUSH send, a held pull)
+only on futures and timers, never on anything that needs the current task before that."""
 
 
 class BrokerWiring:

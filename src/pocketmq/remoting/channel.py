@@ -4,9 +4,10 @@ Connections are opened as asyncio streams (TLS included, by `transport`'s server
 once the first bytes arrive, the channel takes the transport's protocol over, so every later
 chunk goes from the transport straight to the decoder: no stream buffer copies it twice and no
 reader task wakes for it. Each request that arrives runs as its own task (so a long-polling
-pull never blocks the other requests on its connection); responses resolve the future of the
-request that asked. Both ends of a connection can ask: brokers call their clients back on the
-same socket.
+pull never blocks the other requests on its connection), or, for the codes the server names
+`eager` (sends, pulls), starts at once as it is decoded and becomes a task only if it has to
+wait; responses resolve the future of the request that asked. Both ends of a connection can
+ask: brokers call their clients back on the same socket.
 
 Backpressure: at most `max_in_flight` requests run per channel; past that the channel stops
 reading, so TCP pushes back on the peer. Writes wait while the transport is past its
@@ -33,6 +34,7 @@ from pocketmq.remoting.connection import (
 )
 from pocketmq.remoting.errors import RemoteProtocolError, RemotingError
 from pocketmq.remoting.frame import FRAME_BYTES_MAX_DEFAULT
+from pocketmq.runtime.event_loop import start_eagerly
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,10 @@ class Channel:
         *,
         frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT,
         max_in_flight: int = MAX_IN_FLIGHT_DEFAULT,
+        eager: frozenset[int] = frozenset(),
     ) -> None:
+        """`eager`: the request codes whose handlers start as their request is decoded (no task
+        unless they wait); they must not need a current task before their first wait."""
         self.id = next(_channel_ids)
         self.guard: RequestGuard | None = None
         self.observe: RequestObserver | None = None
@@ -91,6 +96,8 @@ class Channel:
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: dict[asyncio.Task[None], bool] = {}  # handler task -> request is oneway
         self._max_in_flight = max_in_flight
+        self._eager = eager
+        self._eager_running = False  # an eager handler's first part runs (not in a task)
         self._wire: _Wire | None = None
         self._reading_paused = False
         self._read_this_turn = False  # a big read: the next waits for the next turn
@@ -172,7 +179,11 @@ class Channel:
             # The only request in flight here is answered at once: a client sending one at a
             # time waits a turn of the loop less, and its answer leaves before the work the
             # request left behind (dispatch of what it stored).
-            await self._write(self._connection.send_response(response), alone=len(self._tasks) <= 1)
+            if self._eager_running:  # alone if no task runs and no request follows in the read
+                alone = not self._tasks and not self._connection.buffered_bytes
+            else:
+                alone = len(self._tasks) <= 1
+            await self._write(self._connection.send_response(response), alone=alone)
 
     async def _write(self, data: bytes, *, alone: bool = False) -> None:
         """Queues `data`; everything queued in one turn of the event loop leaves in one write
@@ -253,11 +264,23 @@ class Channel:
         `max_in_flight` requests running, leaves the rest in the decoder until one ends."""
         if len(self._tasks) >= self._max_in_flight:
             return
+        loop = asyncio.get_running_loop()
         try:
             for event in self._connection.events():
                 if isinstance(event, RequestReceived):
                     command = event.command
-                    task = asyncio.get_running_loop().create_task(self._handle(command))
+                    if command.code in self._eager:
+                        self._eager_running = True
+                        try:
+                            task = start_eagerly(loop, self._handle(command))
+                        finally:
+                            self._eager_running = False
+                        if self.is_closed:
+                            return
+                        if task is None:
+                            continue
+                    else:
+                        task = loop.create_task(self._handle(command))
                     self._tasks[task] = command.is_oneway
                     task.add_done_callback(self._forget_task)
                     if len(self._tasks) >= self._max_in_flight:

@@ -160,6 +160,11 @@ class RemotingConnection:
             return
         self._decoder.feed(data)
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet decoded into an event (more requests, or a part of one)."""
+        return self._decoder.buffered_bytes
+
     def events(self) -> Iterator[Event]:
         """Decode the buffered bytes into events; the iterator ends when the bytes run out.
 

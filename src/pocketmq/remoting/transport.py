@@ -78,6 +78,8 @@ class RemotingServer:
         self.handlers = dict(handlers)
         self.guard: RequestGuard | None = None
         self.observe: RequestObserver | None = None
+        self.eager: frozenset[int] = frozenset()
+        """Request codes whose handlers start as their request is decoded (`Channel`)."""
         self.host = host
         self.port = port
         self._frame_bytes_max = frame_bytes_max
@@ -128,6 +130,7 @@ class RemotingServer:
             self.handlers,
             frame_bytes_max=self._frame_bytes_max,
             max_in_flight=self._max_in_flight,
+            eager=self.eager,
         )
         channel.guard = self.guard
         channel.observe = self.observe

@@ -1,9 +1,11 @@
-"""Event loop helpers: running a server's loop (uvloop where installed), stopping tasks."""
+"""Event loop helpers: running a server's loop (uvloop where installed), starting a coroutine
+at once, stopping tasks, timed waits."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import types
+from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -25,6 +27,47 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def start_eagerly(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, None]
+) -> asyncio.Task[None] | None:
+    """Runs `coroutine` now, up to its first wait; returns None when it ended without one,
+    else a task that carries it on from that wait (Python 3.12's eager task start).
+
+    For the requests a server answers without waiting (most sends and pulls): a task for each
+    would cost more than some of them take (its creation, a turn of the loop before it starts,
+    its registration and done callback). The part run now is not in a task: it must not ask
+    for the current task (`asyncio.timeout`, `asyncio.current_task`) nor set context variables.
+    Exceptions it raises before its first wait propagate from here.
+    """
+    try:
+        awaited = coroutine.send(None)
+    except StopIteration:
+        return None
+    return loop.create_task(_carry_on(coroutine, awaited))
+
+
+@types.coroutine
+def _carry_on(coroutine: Coroutine[Any, Any, None], awaited: Any) -> Generator[Any, Any, None]:
+    """Hands what `coroutine` waits on to the task running this, and passes each wake-up (or
+    exception, a cancellation included) back to it, as the task would to its own coroutine."""
+    while True:
+        try:
+            sent = yield awaited
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - what the wait raised, passed on
+            try:
+                awaited = coroutine.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                awaited = coroutine.send(sent)
+            except StopIteration:
+                return
 
 
 RECANCEL_S = 0.2
