@@ -42,10 +42,10 @@ from pocketmq.broker.runtime_info import runtime_table
 from pocketmq.broker.schedule import DelayLevelError, DelayLevels, parse_delay_levels
 from pocketmq.broker.topics import TopicTable
 from pocketmq.broker.wiring import (
-    EAGER_REQUEST_CODES,
     BrokerWiring,
     build_put_path,
     build_store,
+    eager_request_codes,
     load_delayed_services,
 )
 from pocketmq.client.credentials import inner_credentials
@@ -287,7 +287,12 @@ class BrokerServer:
             wiring.pop,
         )
         server.handlers.update(wiring.routes())
-        server.eager = EAGER_REQUEST_CODES
+        server.eager = eager_request_codes(
+            self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            or self.config.broker_role is BrokerRole.SYNC_MASTER
+            or self.dledger_settings is not None
+            or self.config.enable_controller_mode
+        )
         server.handlers.update(
             AclAdminHandlers(
                 self.acl,
