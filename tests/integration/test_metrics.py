@@ -117,6 +117,9 @@ def test_a_scrape_counts_known_traffic_and_lag_falls_to_zero(
         metrics, "rocketmq_consumer_lag_messages", lambda v: v == 0, "lag 0", **lag
     )
     assert done.value("rocketmq_messages_out_total", **lag) == 30
+    # Each stored record pulled once: the bytes out are the bytes stored.
+    stored_bytes = found.value("rocketmq_throughput_in_total", **labels)
+    assert done.value("rocketmq_throughput_out_total", **lag) == stored_bytes
     assert done.value("rocketmq_consumer_ready_messages", **lag) == 0
     assert done.value("rocketmq_consumer_inflight_messages", **lag) == 0
 

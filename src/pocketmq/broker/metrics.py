@@ -102,6 +102,8 @@ class BrokerMetrics:
         """Next offset each (group, topic, queue) pulled from."""
         self._in_labels: dict[tuple[str, str], Labels | None] = {}
         """The labels of each (topic, message type) sent to; None: not counted as traffic."""
+        self._out_labels: dict[tuple[str, str], Labels | None] = {}
+        """The labels of each (topic, group) pulled by; None: not counted as traffic."""
 
     # -- request paths -----------------------------------------------------------------------
     def stored(self, topic: str, kind: str, count: int, wrote_bytes: int, durability: str) -> None:
@@ -124,9 +126,14 @@ class BrokerMetrics:
     ) -> None:
         """A pull (or pop) handed out `count` messages of `size` bytes."""
         self.pulled[(group, topic, queue_id)] = next_offset
-        if not _is_traffic(topic):
+        key = (topic, group)
+        labels = self._out_labels.get(key, ())
+        if labels == ():
+            labels = self._out_labels[key] = (
+                (topic, group, _system(topic, group)) if _is_traffic(topic) else None
+            )
+        if labels is None:
             return
-        labels = (topic, group, _system(topic, group))
         self.messages_out.add(labels, count)
         self.throughput_out.add(labels, size)
 

@@ -399,25 +399,26 @@ class PullHandler:
                 # from past it, as Java's hold service is not woken by non-matching tags.
                 offset = result.next_begin_offset
             code = pull_status_code(result.status, header.queue_offset)
-        log.debug(
-            "pull %s %s/%d from %d (commit %s): %s, %d messages, next %d, max %d",
-            header.consumer_group,
-            header.topic,
-            header.queue_id,
-            header.queue_offset,
-            header.commit_offset if header.commits_offset else "-",
-            code.name,
-            result.message_count,
-            result.next_begin_offset,
-            result.max_offset,
-        )
+        if log.isEnabledFor(logging.DEBUG):  # its arguments cost a pull more than the call
+            log.debug(
+                "pull %s %s/%d from %d (commit %s): %s, %d messages, next %d, max %d",
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                header.commit_offset if header.commits_offset else "-",
+                code.name,
+                result.message_count,
+                result.next_begin_offset,
+                result.max_offset,
+            )
         if code is ResponseCode.SUCCESS and self.metrics is not None:
             self.metrics.pulled_messages(
                 header.consumer_group,
                 header.topic,
                 header.queue_id,
                 len(result.buffers),
-                sum(map(len, result.buffers)),
+                result.total_bytes,
                 result.next_begin_offset,
             )
         return self._response(request, code, result)
@@ -449,7 +450,7 @@ class PullHandler:
         return RemotingCommand.response_to(
             request,
             code,
-            result.status.name,
+            _STATUS_NAMES[result.status],
             {
                 "nextBeginOffset": str(result.next_begin_offset),
                 "minOffset": str(result.min_offset),
@@ -460,13 +461,17 @@ class PullHandler:
         )
 
 
+_STATUS_NAMES: Final = {status: status.name for status in GetStatus}
+"""The remark of a pull's answer (an enum's `name` is a descriptor, slow for every pull)."""
+
+
 def _peer(channel: Channel | None) -> str:
     return channel.remote_address if channel is not None else "?"
 
 
-@dataclass(frozen=True, slots=True)
-class MessageFilter:
-    """What a pull keeps: tag hashes from the ConsumeQueue, then SQL92 on each record."""
+class MessageFilter(NamedTuple):
+    """What a pull keeps: tag hashes from the ConsumeQueue, then SQL92 on each record (a named
+    tuple: one is made for every pull)."""
 
     tag_codes: frozenset[int] | None = None
     record_filter: Callable[[ReadableBuffer], bool] | None = None
@@ -474,9 +479,12 @@ class MessageFilter:
     @classmethod
     def of(cls, subscription: SubscriptionData | None) -> MessageFilter:
         if subscription is None:
-            return cls()
+            return _KEEP_ALL
         sql = subscription.property_filter
         return cls(subscription.tag_codes, None if sql is None else _record_filter(sql))
+
+
+_KEEP_ALL: Final = MessageFilter()
 
 
 def _record_filter(sql: PropertyFilter) -> Callable[[ReadableBuffer], bool]:

@@ -205,15 +205,20 @@ class ConsumeQueue:
 
         Stops at the end of the file holding `queue_offset`; callers loop for more.
         """
+        for i, (offset, size, tags) in enumerate(self.entry_run(queue_offset, max_count)):
+            yield queue_offset + i, offset, size, tags
+
+    def entry_run(self, queue_offset: int, max_count: int) -> Iterator[tuple[int, int, int]]:
+        """(CommitLog offset, size, tag code) of the entries from `queue_offset` on, within one
+        file (the queue offsets count on from `queue_offset`): `entries` without a generator's
+        step an entry, for reads by queue."""
         start = queue_offset * UNIT
         mapped = self.files.find(start)
         if mapped is None:
-            return
+            return iter(())
         position = start - mapped.file_from_offset
         end = min(mapped.wrote_position, position + max_count * UNIT)
-        view = mapped.view(position, end - position)
-        for i, (offset, size, tags) in enumerate(ENTRY.iter_unpack(view)):
-            yield queue_offset + i, offset, size, tags
+        return ENTRY.iter_unpack(mapped.view(position, end - position))
 
     # -- retention -------------------------------------------------------------------------
     def delete_expired(self, commit_log_min_offset: int) -> int:

@@ -31,6 +31,7 @@ def test_read_by_queue_returns_stored_records_in_order(open_store: StoreFactory)
     bodies = [decode_record(b).body for b in result.buffers]
     assert bodies == [f"m{i}".encode() for i in (7, 10, 13, 16, 19)]
     assert result.queue_offsets == [2, 3, 4, 5, 6]
+    assert result.total_bytes == sum(map(len, result.buffers))
     assert result.next_begin_offset == 7
     assert (result.min_offset, result.max_offset) == (0, 10)
 
