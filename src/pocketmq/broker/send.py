@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Protocol
@@ -413,13 +413,13 @@ class SendHandler:
         request: RemotingCommand,
         code: ResponseCode,
         remark: str | None,
-        fields: Mapping[str, str] | None = None,
+        fields: dict[str, str] | None = None,
     ) -> RemotingCommand:
-        ext_fields = {
-            **(fields or {}),
-            PROPERTY_MSG_REGION: self.settings.region_id,
-            PROPERTY_TRACE_SWITCH: "true" if self.settings.trace_on else "false",
-        }
+        """The answer, with `fields` (a dict of the caller's own, extended here rather than
+        copied) and the fields every send answer carries."""
+        ext_fields = {} if fields is None else fields
+        ext_fields[PROPERTY_MSG_REGION] = self.settings.region_id
+        ext_fields[PROPERTY_TRACE_SWITCH] = "true" if self.settings.trace_on else "false"
         return RemotingCommand.response_to(request, code, remark, ext_fields)
 
     def _answer_put(
@@ -430,20 +430,21 @@ class SendHandler:
         if stored_code is None:
             code, remark = self.put_path.failure_answer(result)
             return self._answer(request, code, remark)
+        durability = result.durability.value
         if self.metrics is not None:
             self.metrics.stored(
                 header.topic,
                 message_type(header.properties),
                 len(result.physical_offsets),
                 result.wrote_bytes,
-                result.durability.value,
+                durability,
             )
         fields = {
             "msgId": offset_msg_ids(self.store_host, result.physical_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             # What "stored" meant for this message; RocketMQ's clients ignore these fields.
-            "durability": result.durability.value,
+            "durability": durability,
             "replicas": str(result.replicas),
         }
         # Java reports the UNIQ_KEY of what it stored: the message's own, or for a batch the
