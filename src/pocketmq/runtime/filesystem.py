@@ -15,6 +15,7 @@ and a file (or a deletion, or a rename) only after a `sync_directory` of its dir
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -98,8 +99,9 @@ class MappedRegion(Protocol):
         """Makes every byte written to `buffer` durable. Blocking."""
         ...
 
-    def drop_pages(self, end: int) -> None:
-        """Lets go of this process's pages before `end` (they stay in the page cache)."""
+    def drop_pages(self, start: int, end: int) -> None:
+        """Lets go of this process's pages in [start, end), whole pages only (they stay in the
+        page cache; a read maps them again). Ignored once closed."""
         ...
 
     def read_ahead(self, enabled: bool) -> None:
@@ -232,10 +234,16 @@ class OsMappedRegion:
         finally:
             os.close(fd)
 
-    def drop_pages(self, end: int) -> None:
+    def drop_pages(self, start: int, end: int) -> None:
+        # `mmap.madvise` keeps the GIL for the call, so a close on another thread cannot unmap
+        # the range under it (a closed mapping raises ValueError instead).
+        start += -start % mmap.PAGESIZE
         end -= end % mmap.PAGESIZE
-        if end > 0 and hasattr(mmap, "MADV_DONTNEED") and isinstance(self.buffer, mmap.mmap):
-            self.buffer.madvise(mmap.MADV_DONTNEED, 0, end)
+        if end <= start or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        if isinstance(self.buffer, mmap.mmap):
+            with contextlib.suppress(ValueError):
+                self.buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def read_ahead(self, enabled: bool) -> None:
         # A fault in a hole of a sparse file reads in the whole read-ahead window as zero pages

@@ -56,6 +56,8 @@ class MessageStoreConfig:
     max_index_num: int = key("maxIndexNum", 20_000_000)
     message_index_enable: bool = key("messageIndexEnable", True)
     warm_mapped_file_enable: bool = key("warmMapedFileEnable", False)
+    # pocketmq's: the CommitLog pages kept mapped behind its durable end (`release_pages`).
+    commit_log_resident_window: int = key("commitLogResidentWindow", 32 * 1024 * 1024, minimum=0)
     # A pull reading further behind the head than this share of memory is pointed at a slave.
     access_message_in_memory_max_ratio: int = key("accessMessageInMemoryMaxRatio", 40)
     # What one pull carries at most, whatever the client asks (bulk readers such as the Spark

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 _NAME_DIGITS = 20
 WARM_AHEAD_BYTES = 16 << 20
 """How far ahead of its writer the CommitLog's pages are read in (`MappedFileQueue.warm_ahead`)."""
+RELEASE_STEP_BYTES = 8 << 20
+"""The least a `MappedFileQueue.release_pages` lets go of at once: fewer, larger calls."""
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -153,9 +155,10 @@ class MappedFile:
             self.sync()
         self.flushed_position = min(self.flushed_position, position)
 
-    def drop_pages(self, end: int) -> None:
-        """Lets go of this process's pages before `end` (see `MappedRegion.drop_pages`)."""
-        self._region.drop_pages(end)
+    def drop_pages(self, start: int, end: int) -> None:
+        """Lets go of this process's pages in [start, end) (see `MappedRegion.drop_pages`)."""
+        if not self._closed:
+            self._region.drop_pages(start, end)
 
     def read_ahead(self, enabled: bool) -> None:
         """See `MappedRegion.read_ahead`."""
@@ -226,6 +229,8 @@ class MappedFileQueue:
         # Files created without a sync, oldest first; taken by the flush thread.
         self._unsynced: list[MappedFile] = []
         self._names_lock = threading.Lock()
+        # Logical offset below which this process's pages were let go of (`release_pages`).
+        self._released_to = 0
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -422,6 +427,32 @@ class MappedFileQueue:
         for mapped in reversed(pending):
             mapped.flush()
         return self.flushed_offset
+
+    def release_pages(self, keep: int) -> None:
+        """Lets go of this process's mapped pages more than `keep` bytes behind the durable
+        end, in steps of at least `RELEASE_STEP_BYTES`. Blocking (call it after `flush`, on
+        the flush thread).
+
+        Every page a write touched stays mapped until its file is closed, so the broker's
+        resident memory would grow by what it stored, up to a whole CommitLog file, though
+        the page cache holds those pages whether mapped or not. Only durable pages well
+        behind the writer are let go of: the readers that keep up read near the end, and a
+        read further back maps its pages again from the page cache (a minor fault every
+        16 pages), or from disk where the kernel evicted them, as it may sooner once no
+        process maps them.
+        """
+        limit = self.flushed_offset - keep
+        if limit - self._released_to < RELEASE_STEP_BYTES:
+            return
+        start = self._released_to
+        for mapped in list(self.files):
+            if mapped.end_offset <= start:
+                continue
+            if mapped.file_from_offset >= limit:
+                break
+            base = mapped.file_from_offset
+            mapped.drop_pages(max(start - base, 0), min(limit - base, mapped.file_size))
+        self._released_to = limit
 
     # -- truncation and deletion -----------------------------------------------------------
     def truncate(self, offset: int) -> None:

@@ -106,7 +106,7 @@ class MessageStore:
         self._abort_path = self.root / "abort"
         self.flushing = FlushServices(
             sync_flush=config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-            flush_commit_log=self.commit_log.files.flush,
+            flush_commit_log=self._flush_commit_log,
             flush_derived=self._flush_derived,
             wrote_offset=lambda: self.commit_log.max_offset,
             commit_log_interval_ms=config.flush_interval_commit_log_ms,
@@ -258,6 +258,14 @@ class MessageStore:
     def _flush_all(self) -> None:
         self.commit_log.files.flush()
         self._flush_derived()
+
+    def _flush_commit_log(self) -> int:
+        """The CommitLog flush service's work: a sync, then the pages it made durable well
+        behind the writer let go of (`MappedFileQueue.release_pages`). Blocking."""
+        files = self.commit_log.files
+        flushed = files.flush()
+        files.release_pages(self.config.commit_log_resident_window)
+        return flushed
 
     def _flush_derived(self) -> None:
         """Flushes queues and index, then records in the checkpoint how far all are durable."""

@@ -400,7 +400,7 @@ class _SimulatedRegion:
     def sync(self) -> None:
         self._disk._sync(self._inode, self._path, self._epoch)
 
-    def drop_pages(self, end: int) -> None:
+    def drop_pages(self, start: int, end: int) -> None:
         pass
 
     def read_ahead(self, enabled: bool) -> None:

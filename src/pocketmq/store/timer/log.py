@@ -272,7 +272,7 @@ class TimerLog:
         """
         self.files.flush()
         for mapped in list(self.files.files):
-            mapped.drop_pages(mapped.flushed_position)
+            mapped.drop_pages(0, mapped.flushed_position)
 
     def close(self) -> None:
         self.files.close()

@@ -1,0 +1,120 @@
+"""The CommitLog lets go of its mapped pages well behind the writer (`release_pages`).
+
+Measured as the kernel counts them: the resident bytes of this process's mappings of the
+log's files, from /proc/self/smaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from pocketmq.store.config import FlushDiskType
+from pocketmq.store.mapped_file import RELEASE_STEP_BYTES, MappedFileQueue
+
+from .conftest import message, small_config
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps"
+)
+
+MIB = 1 << 20
+
+
+def resident_bytes(directory: Path) -> int:
+    """This process's resident bytes of its mappings of files under `directory`."""
+    prefix = str(directory.resolve()) + "/"
+    total = 0
+    counting = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if fields and fields[0] == "Rss:":
+                if counting:
+                    total += int(fields[1]) * 1024
+            elif fields and "-" in fields[0] and not fields[0].endswith(":"):
+                counting = len(fields) >= 6 and fields[5].startswith(prefix)
+    return total
+
+
+def test_release_keeps_only_the_window_behind_the_durable_end(tmp_path: Path) -> None:
+    files = MappedFileQueue(tmp_path / "log", 4 * MIB)
+    chunk = bytes(range(256)) * 256  # 64 KiB
+    written = 40 * MIB
+    for _ in range(written // len(chunk)):
+        files.last_file_for_write().write(chunk)
+    files.flush()
+    before = resident_bytes(tmp_path)
+    assert before >= written - MIB
+
+    keep = 8 * MIB
+    files.release_pages(keep)
+    after = resident_bytes(tmp_path)
+    assert keep - 64 * 1024 <= after <= keep + 64 * 1024, (before, after)
+
+    # Less than a step more: nothing let go of yet.
+    for _ in range(RELEASE_STEP_BYTES // len(chunk) // 2):
+        files.last_file_for_write().write(chunk)
+    files.flush()
+    files.release_pages(keep)
+    assert resident_bytes(tmp_path) >= after + RELEASE_STEP_BYTES // 2 - 64 * 1024
+
+    # What was let go of reads back as written (from the page cache), and maps again.
+    first = files.files[0]
+    assert first.read(0, len(chunk)) == chunk
+    assert files.files[5].read(4 * MIB - len(chunk), len(chunk)) == chunk
+    files.close()
+
+
+def test_release_skips_closed_files(tmp_path: Path) -> None:
+    files = MappedFileQueue(tmp_path / "log", 4 * MIB)
+    for _ in range(4):
+        files.last_file_for_write().write(bytes(4 * MIB))
+    files.flush()
+    files.files[0].close()
+    files.release_pages(0)
+    assert resident_bytes(tmp_path) <= 64 * 1024
+    files.close()
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType) -> None:
+    """The store's CommitLog flush, periodic or group commit, lets go of old pages."""
+    from pocketmq.store.message_store import MessageStore
+
+    window = MIB
+    file_size = 4 * MIB
+    config = small_config(
+        tmp_path / "store",
+        mapped_file_size_commit_log=file_size,
+        commit_log_resident_window=window,
+        flush_disk_type=flush,
+        flush_interval_commit_log_ms=10,
+    )
+    store = MessageStore(config)
+    store.load()
+    commit_log_dir = store.commit_log.files.directory
+    body = b"x" * 1000
+    for _ in range(130):
+        assert store.put_messages_now([message(body=body) for _ in range(100)]).ok
+    stored = store.commit_log.max_offset
+    assert stored > RELEASE_STEP_BYTES + window + MIB
+    assert resident_bytes(commit_log_dir) >= stored - MIB
+
+    async def run() -> int:
+        await store.start()
+        # A put through the flush service: group commit syncs only for a waiting writer.
+        assert (await store.put_message(message(body=body))).ok
+        deadline = time.monotonic() + 10
+        resident = resident_bytes(commit_log_dir)
+        while resident > window + file_size and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            resident = resident_bytes(commit_log_dir)
+        await store.shutdown()
+        return resident
+
+    resident = asyncio.run(run())
+    assert resident <= window + file_size, resident
