@@ -229,8 +229,10 @@ class MappedFileQueue:
         # Files created without a sync, oldest first; taken by the flush thread.
         self._unsynced: list[MappedFile] = []
         self._names_lock = threading.Lock()
-        # Logical offset below which this process's pages were let go of (`release_pages`).
-        self._released_to = 0
+        # Logical offset below which this process's pages were let go of (`release_pages`),
+        # and the span that reads mapped again below it since ([low, high), empty when equal).
+        self.released_to = 0
+        self._read_back = (0, 0)
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -430,29 +432,43 @@ class MappedFileQueue:
 
     def release_pages(self, keep: int) -> None:
         """Lets go of this process's mapped pages more than `keep` bytes behind the durable
-        end, in steps of at least `RELEASE_STEP_BYTES`. Blocking (call it after `flush`, on
-        the flush thread).
+        end, in steps of at least `RELEASE_STEP_BYTES`, and of those that reads mapped again
+        there (`note_read_back`). Blocking (call it after `flush`, on the flush thread).
 
-        Every page a write touched stays mapped until its file is closed, so the broker's
-        resident memory would grow by what it stored, up to a whole CommitLog file, though
-        the page cache holds those pages whether mapped or not. Only durable pages well
-        behind the writer are let go of: the readers that keep up read near the end, and a
-        read further back maps its pages again from the page cache (a minor fault every
-        16 pages), or from disk where the kernel evicted them, as it may sooner once no
-        process maps them.
+        Every page a write or a read touched would otherwise stay mapped until its file is
+        closed, so the broker's resident memory would grow by what it stored and what lagging
+        consumers read, up to whole CommitLog files, though the page cache holds those pages
+        whether mapped or not. Only durable pages well behind the writer are let go of: the
+        readers that keep up read near the end, and a read further back maps its pages again
+        from the page cache (a fault every 16 pages), or from disk where the kernel evicted
+        them, as it may sooner once no process maps them.
         """
+        low, high = self._read_back
+        if high - low >= RELEASE_STEP_BYTES:
+            self._read_back = (0, 0)
+            self._drop(low, min(high, self.released_to))
         limit = self.flushed_offset - keep
-        if limit - self._released_to < RELEASE_STEP_BYTES:
-            return
-        start = self._released_to
+        if limit - self.released_to >= RELEASE_STEP_BYTES:
+            self._drop(self.released_to, limit)
+            self.released_to = limit
+
+    def note_read_back(self, start: int, end: int) -> None:
+        """Records that a read mapped [start, end) again below `released_to`; the next
+        `release_pages` lets go of them once they add up to a step. Called by readers."""
+        low, high = self._read_back
+        if low == high:
+            self._read_back = (start, end)
+        else:
+            self._read_back = (min(low, start), max(high, end))
+
+    def _drop(self, start: int, end: int) -> None:
         for mapped in list(self.files):
             if mapped.end_offset <= start:
                 continue
-            if mapped.file_from_offset >= limit:
+            if mapped.file_from_offset >= end:
                 break
             base = mapped.file_from_offset
-            mapped.drop_pages(max(start - base, 0), min(limit - base, mapped.file_size))
-        self._released_to = limit
+            mapped.drop_pages(max(start - base, 0), min(end - base, mapped.file_size))
 
     # -- truncation and deletion -----------------------------------------------------------
     def truncate(self, offset: int) -> None:

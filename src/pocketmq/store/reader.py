@@ -102,6 +102,7 @@ class MessageReader:
         # are mostly in one file, read here without a call each (nothing writes during a read).
         low = high = 0
         mapped_buffer: ReadableBuffer = b""
+        first_physical = -1
         while (
             next_offset < max_offset
             and len(buffers) < max_count
@@ -130,6 +131,8 @@ class MessageReader:
                         if mapped is None:
                             record = None
                         else:
+                            if first_physical < 0:
+                                first_physical = physical
                             low = mapped.file_from_offset
                             high = low + mapped.wrote_position
                             mapped_buffer = mapped.buffer
@@ -152,6 +155,9 @@ class MessageReader:
         result.next_begin_offset = next_offset
         if buffers:
             status = GetStatus.FOUND
+            files = commit_log.files
+            if first_physical < files.released_to:
+                files.note_read_back(first_physical, last_physical + len(buffers[-1]))
             behind = commit_log.max_offset - last_physical
             result.suggest_slave = (
                 behind > _memory_bytes() * self._config.access_message_in_memory_max_ratio // 100

@@ -69,6 +69,31 @@ def test_release_keeps_only_the_window_behind_the_durable_end(tmp_path: Path) ->
     files.close()
 
 
+def test_pages_read_back_are_let_go_of_once_they_add_up_to_a_step(tmp_path: Path) -> None:
+    files = MappedFileQueue(tmp_path / "log", 4 * MIB)
+    chunk = bytes(64 * 1024)
+    for _ in range(40 * MIB // len(chunk)):
+        files.last_file_for_write().write(chunk)
+    files.flush()
+    files.release_pages(8 * MIB)
+    released = resident_bytes(tmp_path)
+
+    def read_back(start: int, end: int) -> None:
+        for offset in range(start, end, len(chunk)):
+            mapped = files.find(offset)
+            assert mapped is not None
+            mapped.read(offset - mapped.file_from_offset, len(chunk))
+        files.note_read_back(start, end)
+
+    read_back(2 * MIB, 6 * MIB)
+    files.release_pages(8 * MIB)  # 4 MiB read back: less than a step, kept
+    assert resident_bytes(tmp_path) >= released + 4 * MIB - 64 * 1024
+    read_back(10 * MIB, 16 * MIB)
+    files.release_pages(8 * MIB)  # [2, 16) MiB: let go of
+    assert resident_bytes(tmp_path) <= released + 64 * 1024
+    files.close()
+
+
 def test_release_skips_closed_files(tmp_path: Path) -> None:
     files = MappedFileQueue(tmp_path / "log", 4 * MIB)
     for _ in range(4):
@@ -104,8 +129,7 @@ def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType
     assert stored > RELEASE_STEP_BYTES + window + MIB
     assert resident_bytes(commit_log_dir) >= stored - MIB
 
-    async def run() -> int:
-        await store.start()
+    async def released() -> int:
         # A put through the flush service: group commit syncs only for a waiting writer.
         assert (await store.put_message(message(body=body))).ok
         deadline = time.monotonic() + 10
@@ -113,8 +137,21 @@ def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType
         while resident > window + file_size and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
             resident = resident_bytes(commit_log_dir)
-        await store.shutdown()
         return resident
 
-    resident = asyncio.run(run())
-    assert resident <= window + file_size, resident
+    async def run() -> tuple[int, int, int]:
+        await store.start()
+        first = await released()
+        # A consumer far behind reads the whole queue back: mapped again, then let go of.
+        offset = 0
+        while (result := store.get_message("TopicTest", 0, offset, 32)).message_count:
+            offset = result.next_begin_offset
+        read_back = resident_bytes(commit_log_dir)
+        second = await released()
+        await store.shutdown()
+        return first, read_back, second
+
+    first, read_back, second = asyncio.run(run())
+    assert first <= window + file_size, first
+    assert read_back >= stored - 2 * MIB, read_back
+    assert second <= window + file_size, second
