@@ -487,6 +487,8 @@ class MappedFileQueue:
                 mapped.truncate_to(offset - mapped.file_from_offset)
             keep.append(mapped)
         self.files = keep
+        # What is written again past `offset` is let go of again once durable and behind.
+        self.released_to = min(self.released_to, offset)
         if not self.files:
             self._drop_preallocated()
         if deleted:

@@ -94,6 +94,26 @@ def test_pages_read_back_are_let_go_of_once_they_add_up_to_a_step(tmp_path: Path
     files.close()
 
 
+def test_pages_written_again_after_a_truncation_are_let_go_of(tmp_path: Path) -> None:
+    files = MappedFileQueue(tmp_path / "log", 4 * MIB)
+    chunk = bytes(64 * 1024)
+
+    def write(size: int) -> None:
+        for _ in range(size // len(chunk)):
+            files.last_file_for_write().write(chunk)
+
+    write(40 * MIB)
+    files.flush()
+    files.release_pages(8 * MIB)
+    files.truncate(10 * MIB)  # a replica cut back to where its leader's log forks
+    write(30 * MIB)
+    files.flush()
+    files.release_pages(8 * MIB)
+    resident = resident_bytes(tmp_path)
+    assert 8 * MIB - 64 * 1024 <= resident <= 8 * MIB + 64 * 1024, resident
+    files.close()
+
+
 def test_release_skips_closed_files(tmp_path: Path) -> None:
     files = MappedFileQueue(tmp_path / "log", 4 * MIB)
     for _ in range(4):
