@@ -14,6 +14,7 @@ import pytest
 
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.mapped_file import RELEASE_STEP_BYTES, MappedFileQueue
+from pocketmq.store.message_store import MessageStore
 
 from .conftest import message, small_config
 
@@ -125,53 +126,86 @@ def test_release_skips_closed_files(tmp_path: Path) -> None:
     files.close()
 
 
-@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
-def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType) -> None:
-    """The store's CommitLog flush, periodic or group commit, lets go of old pages."""
-    from pocketmq.store.message_store import MessageStore
+WINDOW = MIB
+FILE_SIZE = 4 * MIB
+BODY = b"x" * 1000
 
-    window = MIB
-    file_size = 4 * MIB
+
+def filled_store(root: Path, flush: FlushDiskType) -> MessageStore:
+    """A store with more than a step beyond its window written, all of it mapped."""
     config = small_config(
-        tmp_path / "store",
-        mapped_file_size_commit_log=file_size,
-        commit_log_resident_window=window,
+        root,
+        mapped_file_size_commit_log=FILE_SIZE,
+        commit_log_resident_window=WINDOW,
         flush_disk_type=flush,
         flush_interval_commit_log_ms=10,
     )
     store = MessageStore(config)
     store.load()
-    commit_log_dir = store.commit_log.files.directory
-    body = b"x" * 1000
     for _ in range(130):
-        assert store.put_messages_now([message(body=body) for _ in range(100)]).ok
+        assert store.put_messages_now([message(body=BODY) for _ in range(100)]).ok
     stored = store.commit_log.max_offset
-    assert stored > RELEASE_STEP_BYTES + window + MIB
-    assert resident_bytes(commit_log_dir) >= stored - MIB
+    assert stored > RELEASE_STEP_BYTES + WINDOW + MIB
+    assert resident_bytes(store.commit_log.files.directory) >= stored - MIB
+    return store
 
-    async def released() -> int:
-        # A put through the flush service: group commit syncs only for a waiting writer.
-        assert (await store.put_message(message(body=body))).ok
-        deadline = time.monotonic() + 10
-        resident = resident_bytes(commit_log_dir)
-        while resident > window + file_size and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-            resident = resident_bytes(commit_log_dir)
-        return resident
+
+async def released(store: MessageStore) -> int:
+    """The log's resident bytes once the flush service let go of what it may (10 s at most)."""
+    # A put through the flush service: group commit syncs only for a waiting writer.
+    assert (await store.put_message(message(body=BODY))).ok
+    directory = store.commit_log.files.directory
+    deadline = time.monotonic() + 10
+    resident = resident_bytes(directory)
+    while resident > WINDOW + FILE_SIZE and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        resident = resident_bytes(directory)
+    return resident
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType) -> None:
+    """The store's CommitLog flush, periodic or group commit, lets go of old pages, and again
+    of those a consumer far behind maps back."""
+    store = filled_store(tmp_path / "store", flush)
 
     async def run() -> tuple[int, int, int]:
         await store.start()
-        first = await released()
-        # A consumer far behind reads the whole queue back: mapped again, then let go of.
+        first = await released(store)
         offset = 0
         while (result := store.get_message("TopicTest", 0, offset, 32)).message_count:
             offset = result.next_begin_offset
-        read_back = resident_bytes(commit_log_dir)
-        second = await released()
+        read_back = resident_bytes(store.commit_log.files.directory)
+        second = await released(store)
         await store.shutdown()
         return first, read_back, second
 
     first, read_back, second = asyncio.run(run())
-    assert first <= window + file_size, first
-    assert read_back >= stored - 2 * MIB, read_back
-    assert second <= window + file_size, second
+    assert first <= WINDOW + FILE_SIZE, first
+    assert read_back >= store.commit_log.max_offset - 2 * MIB, read_back
+    assert second <= WINDOW + FILE_SIZE, second
+
+
+def test_pages_a_slave_catching_up_maps_back_are_let_go_of(tmp_path: Path) -> None:
+    """The master's reads for a slave far behind count as reads back too."""
+    from pocketmq.broker.ha.master import HAMaster
+    from pocketmq.broker.ha.settings import HASettings
+    from pocketmq.runtime.clock import SystemClock
+
+    store = filled_store(tmp_path / "store", FlushDiskType.ASYNC_FLUSH)
+    master = HAMaster(store, HASettings(), SystemClock())
+
+    async def run() -> tuple[int, int]:
+        await store.start()
+        await released(store)
+        offset = store.commit_log.min_offset
+        while offset < store.commit_log.max_offset:
+            offset += len(master._read(offset, 32 * 1024))  # what the transfer loop sends
+        read_back = resident_bytes(store.commit_log.files.directory)
+        second = await released(store)
+        await store.shutdown()
+        return read_back, second
+
+    read_back, second = asyncio.run(run())
+    assert read_back >= store.commit_log.max_offset - 2 * MIB, read_back
+    assert second <= WINDOW + FILE_SIZE, second

@@ -389,9 +389,13 @@ class HAMaster:
             raise HAProtocolError(f"offset {offset} is not in this master's CommitLog")
         view, position = found
         try:
-            return bytes(view[position : position + limit])
+            data = bytes(view[position : position + limit])
         finally:
             view.release()
+        files = self.store.commit_log.files
+        if offset < files.released_to:  # a slave catching up maps old pages again
+            files.note_read_back(offset, offset + len(data))
+        return data
 
     # -- status ------------------------------------------------------------------------------
     def _lag_ms(self, ack_offset: int, head: int, now_ms: int) -> int:
