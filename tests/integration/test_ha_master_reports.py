@@ -33,6 +33,9 @@ class FixedCommitLog:
     def view_from(self, offset: int) -> tuple[memoryview, int] | None:
         return (memoryview(self.data), offset) if 0 <= offset < len(self.data) else None
 
+    def note_read(self, start: int, end: int) -> None:
+        pass  # nothing is mapped
+
 
 @dataclass
 class FixedStore:

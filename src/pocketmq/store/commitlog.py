@@ -399,6 +399,13 @@ class CommitLog:
             return None
         return mapped.read(position, size)
 
+    def note_read(self, start: int, end: int) -> None:
+        """Tells the file table that a reader mapped [start, end), so that pages a reader far
+        behind maps again are let go of again (`MappedFileQueue.release_pages`)."""
+        files = self.files
+        if start < files.released_to:
+            files.note_read_back(start, end)
+
     def view_from(self, offset: int) -> tuple[memoryview, int] | None:
         """A view of the written bytes of the file holding `offset`, and `offset`'s position.
 

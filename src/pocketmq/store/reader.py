@@ -155,9 +155,7 @@ class MessageReader:
         result.next_begin_offset = next_offset
         if buffers:
             status = GetStatus.FOUND
-            files = commit_log.files
-            if first_physical < files.released_to:
-                files.note_read_back(first_physical, last_physical + len(buffers[-1]))
+            commit_log.note_read(first_physical, last_physical + len(buffers[-1]))
             behind = commit_log.max_offset - last_physical
             result.suggest_slave = (
                 behind > _memory_bytes() * self._config.access_message_in_memory_max_ratio // 100

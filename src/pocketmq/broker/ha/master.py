@@ -392,9 +392,7 @@ class HAMaster:
             data = bytes(view[position : position + limit])
         finally:
             view.release()
-        files = self.store.commit_log.files
-        if offset < files.released_to:  # a slave catching up maps old pages again
-            files.note_read_back(offset, offset + len(data))
+        self.store.commit_log.note_read(offset, offset + len(data))
         return data
 
     # -- status ------------------------------------------------------------------------------
