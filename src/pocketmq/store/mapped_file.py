@@ -445,6 +445,7 @@ class MappedFileQueue:
         """
         low, high = self._read_back
         if high - low >= RELEASE_STEP_BYTES:
+            # A note made between the read and this reset is lost: its pages only stay mapped.
             self._read_back = (0, 0)
             self._drop(low, min(high, self.released_to))
         limit = self.flushed_offset - keep
