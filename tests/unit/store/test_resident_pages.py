@@ -7,14 +7,17 @@ log's files, from /proc/self/smaps.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
+from pocketmq.broker.ha.master import HAMaster
+from pocketmq.broker.ha.settings import HASettings
+from pocketmq.runtime.clock import SystemClock
 from pocketmq.store.config import FlushDiskType
 from pocketmq.store.mapped_file import RELEASE_STEP_BYTES, MappedFileQueue
 from pocketmq.store.message_store import MessageStore
+from pocketmq.testing.waiting import async_wait_until
 
 from .conftest import message, small_config
 
@@ -155,12 +158,14 @@ async def released(store: MessageStore) -> int:
     # A put through the flush service: group commit syncs only for a waiting writer.
     assert (await store.put_message(message(body=BODY))).ok
     directory = store.commit_log.files.directory
-    deadline = time.monotonic() + 10
-    resident = resident_bytes(directory)
-    while resident > WINDOW + FILE_SIZE and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-        resident = resident_bytes(directory)
-    return resident
+    await async_wait_until(
+        lambda: resident_bytes(directory) <= WINDOW + FILE_SIZE,
+        "the flush service let go of the log's old pages",
+        timeout_s=10,
+        poll_s=0.02,
+        describe=lambda: f"{resident_bytes(directory)} bytes resident",
+    )
+    return resident_bytes(directory)
 
 
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
@@ -188,10 +193,6 @@ def test_store_flush_service_releases_pages(tmp_path: Path, flush: FlushDiskType
 
 def test_pages_a_slave_catching_up_maps_back_are_let_go_of(tmp_path: Path) -> None:
     """The master's reads for a slave far behind count as reads back too."""
-    from pocketmq.broker.ha.master import HAMaster
-    from pocketmq.broker.ha.settings import HASettings
-    from pocketmq.runtime.clock import SystemClock
-
     store = filled_store(tmp_path / "store", FlushDiskType.ASYNC_FLUSH)
     master = HAMaster(store, HASettings(), SystemClock())
 
