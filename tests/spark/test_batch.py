@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
 from pocketmq.testing import ServerProcess
+from tests.integration.test_docs_examples import blocks_of
 from tests.spark.conftest import create_topic, produce
+
+SPARK_DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 
 
 def read(spark: SparkSession, namesrv: str, **options: str):  # type: ignore[no-untyped-def]
@@ -111,6 +115,38 @@ def test_batch_write_of_usual_rows_round_trips(spark: SparkSession, cluster: Ser
     assert sorted((r.body.decode(), r.keys, r.tags or "") for r in back) == sorted(rows)
     assert len({r.msgId for r in back}) == len(rows)
     assert all(r.properties == {} for r in back)
+
+
+def test_a_schema_of_some_columns_reads_those_as_docs_spark_md_shows(
+    spark: SparkSession, cluster: ServerProcess
+) -> None:
+    topic = create_topic(cluster.address, "columns")
+    bodies = produce(cluster.address, topic, 300)
+    (block,) = [b for b in blocks_of(SPARK_DOC) if "tests/spark/test_batch.py" in (b.marker or "")]
+    code = block.code.replace("127.0.0.1:9876", cluster.address).replace('"Orders"', f'"{topic}"')
+    scope: dict[str, object] = {"spark": spark}
+    exec(code, scope)  # the page's own example, run as written
+    frame = scope["bodies"]
+    assert frame.columns == ["queueOffset", "body"]  # type: ignore[attr-defined]
+    rows = frame.collect()  # type: ignore[attr-defined]
+    assert sorted(r.body.decode() for r in rows) == sorted(bodies)
+    assert len({r.queueOffset for r in rows}) > 1
+    same = read(spark, cluster.address, topic=topic).select("queueOffset", "body").collect()
+    assert sorted(map(tuple, rows)) == sorted(map(tuple, same))
+
+
+def test_a_schema_the_source_cannot_fill_fails_at_planning_with_what_to_change(
+    spark: SparkSession, cluster: ServerProcess
+) -> None:
+    topic = create_topic(cluster.address, "bad-columns")
+    produce(cluster.address, topic, 10)
+    for ddl, message in [
+        ("body string", "'body' is binary, not string: declare it binary and CAST"),
+        ("payload binary", "no column 'payload'; its columns are body, keys"),
+    ]:
+        frame = spark.read.format("pocketmq").schema(ddl).option("namesrv", cluster.address)
+        with pytest.raises(Exception, match=message):
+            frame.option("topic", topic).load().collect()
 
 
 def test_bad_options_fail_at_planning_with_a_clear_error(

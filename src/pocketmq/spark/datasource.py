@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from pocketmq.spark.options import ReadOptions, WriteOptions
 from pocketmq.spark.reader import BatchReader, StreamReader
-from pocketmq.spark.rows import SCHEMA_DDL, check_writable
+from pocketmq.spark.rows import SCHEMA_DDL, ReadColumns, check_writable
 from pocketmq.spark.writer import BatchWriter, StreamWriter
 
 
@@ -29,10 +29,13 @@ class PocketMQDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(ReadOptions.parse(self.options, streaming=False))
+        # `schema` is this source's own, or the one a user gave to read fewer columns.
+        options = ReadOptions.parse(self.options, streaming=False)
+        return BatchReader(options, ReadColumns.of(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamReader(ReadOptions.parse(self.options, streaming=True))
+        options = ReadOptions.parse(self.options, streaming=True)
+        return StreamReader(options, ReadColumns.of(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         check_writable(schema.fieldNames())

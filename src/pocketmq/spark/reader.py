@@ -30,6 +30,7 @@ from pocketmq.spark.offsets import (
 )
 from pocketmq.spark.options import ReadOptions
 from pocketmq.spark.records import to_record_batch
+from pocketmq.spark.rows import ALL_COLUMNS, ReadColumns
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,11 @@ def split(start: dict[str, int], end: dict[str, int], max_rows: int) -> list[Inp
     return ranges
 
 
-def read_range(options: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The partition's messages in batches of `ARROW_ROWS`; the next batch's pulls are in
-    flight while this one is decoded."""
+def read_range(
+    options: ReadOptions, part: QueueRange, read: ReadColumns = ALL_COLUMNS
+) -> Iterator[pa.RecordBatch]:
+    """The partition's messages in batches of `ARROW_ROWS` of the columns `read` names; the
+    next batch's pulls are in flight while this one is decoded."""
     cluster = Cluster.of(options.connection)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
     spans = [
@@ -79,7 +82,7 @@ def read_range(options: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatc
         assert ahead is not None
         pulls = ahead.result(READ_TIMEOUT_S)
         ahead = submit(spans[index + 1]) if index + 1 < len(spans) else None
-        batch = to_record_batch(pulls, queue, *span)
+        batch = to_record_batch(pulls, queue, *span, read=read)
         if batch.num_rows:
             yield batch
 
@@ -106,8 +109,9 @@ def _resolve(
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, read: ReadColumns = ALL_COLUMNS) -> None:
         self.options = options
+        self.columns = read
 
     def partitions(self) -> Sequence[InputPartition]:
         bounds = _bounds(self.options)
@@ -119,7 +123,7 @@ class BatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRange):
             return iter(())  # nothing planned: Spark still runs one task with its default
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.columns)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -131,8 +135,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     `latestOffset` runs 50 to 90 times a second on an idle query: it costs one stats request
     per broker and topic (see `Cluster.bounds`) and nothing else unless its `start` moved."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, read: ReadColumns = ALL_COLUMNS) -> None:
         self.options = options
+        self.columns = read
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] = {}
         self._reported: dict[str, int] | None = None
@@ -178,7 +183,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRange):
             return iter(())  # nothing planned: Spark still runs one task with its default
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.columns)
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark finished the batches up to `end` (reported already by `latestOffset`, which

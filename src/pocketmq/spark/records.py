@@ -29,7 +29,7 @@ from pocketmq.common.kernels import compiled
 from pocketmq.common.stored_message import MessageDecodeError, parse_layout
 from pocketmq.spark import records_kernel
 from pocketmq.spark.records_kernel import Columns, decode_usual
-from pocketmq.spark.rows import ARROW_SCHEMA, SYSTEM_PROPERTIES, TIMESTAMP
+from pocketmq.spark.rows import ALL_COLUMNS, SYSTEM_PROPERTIES, TIMESTAMP, ReadColumns
 
 # TOTALSIZE .. BODYLEN with IPv4 hosts (the usual layout): 88 bytes, then the body.
 _FIXED_V4: Final = struct.Struct(">iIiiiqqiq4si q4si iqi")
@@ -50,30 +50,27 @@ UsualDecoder = Callable[[Columns, bytes, int, int, int, frozenset[str]], int]
 """`records_kernel.decode_usual`: decodes from a position, returns where it stopped."""
 
 
-def _record_batch(columns: Columns, queue: MessageQueue) -> pa.RecordBatch:
+def _record_batch(columns: Columns, queue: MessageQueue, read: ReadColumns) -> pa.RecordBatch:
     count = len(columns.bodies)
-    properties = pa.MapArray.from_arrays(
-        pa.array(columns.map_offsets, pa.int32()),
-        pa.array(columns.map_keys, pa.string()),
-        pa.array(columns.map_values, pa.string()),
-    )
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(columns.bodies, pa.binary()),
-            pa.array(columns.keys, pa.string()),
-            pa.array(columns.tags, pa.string()),
-            pa.repeat(pa.scalar(queue.topic, pa.string()), count),
-            pa.repeat(pa.scalar(queue.broker_name, pa.string()), count),
-            pa.repeat(pa.scalar(queue.queue_id, pa.int32()), count),
-            pa.array(columns.offsets, pa.int64()),
-            pa.array(columns.ids, pa.string()),
-            pa.array(columns.born, TIMESTAMP),
-            pa.array(columns.stored, TIMESTAMP),
-            properties,
-            pa.array(columns.reconsumes, pa.int32()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
+    build: dict[str, Callable[[], pa.Array]] = {
+        "body": lambda: pa.array(columns.bodies, pa.binary()),
+        "keys": lambda: pa.array(columns.keys, pa.string()),
+        "tags": lambda: pa.array(columns.tags, pa.string()),
+        "topic": lambda: pa.repeat(pa.scalar(queue.topic, pa.string()), count),
+        "brokerName": lambda: pa.repeat(pa.scalar(queue.broker_name, pa.string()), count),
+        "queueId": lambda: pa.repeat(pa.scalar(queue.queue_id, pa.int32()), count),
+        "queueOffset": lambda: pa.array(columns.offsets, pa.int64()),
+        "msgId": lambda: pa.array(columns.ids, pa.string()),
+        "bornTimestamp": lambda: pa.array(columns.born, TIMESTAMP),
+        "storeTimestamp": lambda: pa.array(columns.stored, TIMESTAMP),
+        "properties": lambda: pa.MapArray.from_arrays(
+            pa.array(columns.map_offsets, pa.int32()),
+            pa.array(columns.map_keys, pa.string()),
+            pa.array(columns.map_values, pa.string()),
+        ),
+        "reconsumeTimes": lambda: pa.array(columns.reconsumes, pa.int32()),
+    }
+    return pa.RecordBatch.from_arrays([build[name]() for name in read.names], schema=read.schema)
 
 
 def to_record_batch(
@@ -82,10 +79,12 @@ def to_record_batch(
     start: int,
     end: int,
     *,
+    read: ReadColumns = ALL_COLUMNS,
     decoder: Decoder | None = None,
 ) -> pa.RecordBatch:
     """The messages at queue offsets [start, end) found in `pulls` (pull bodies in any order of
-    ranges; records outside the range are left out), as one batch with the connector's schema.
+    ranges; records outside the range are left out), as one batch of the columns `read` names
+    (all of the connector's schema by default).
 
     `decoder` is for tests, which hold both decoders (`DECODERS`) to the same answers.
 
@@ -93,10 +92,10 @@ def to_record_batch(
         MessageDecodeError: a record does not decode; the message says where and why.
     """
     decode = decoder or _DECODE
-    columns = Columns()
+    columns = Columns(with_properties=read.needs_properties)
     for records in pulls:
         decode(columns, records, start, end)
-    return _record_batch(columns, queue)
+    return _record_batch(columns, queue, read)
 
 
 def decode_with_kernel(
@@ -141,12 +140,13 @@ def _decode_into(columns: Columns, buf: bytes, start: int, end: int) -> None:
         if properties_len_pos + 2 + _SHORT.unpack_from(buf, properties_len_pos)[0] != record_end:
             parse_layout(buf, pos)
         body = buf[body_pos:topic_pos]
+        if columns.with_properties:
+            text = _utf8(buf, properties_len_pos + 2, record_end, pos)
+            unique = columns.add_properties(text, SYSTEM_PROPERTIES)
+            columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
         columns.bodies.append(
             _inflate(body, sys_flag, queue_offset) if sys_flag & COMPRESSED_FLAG else body
         )
-        text = _utf8(buf, properties_len_pos + 2, record_end, pos)
-        unique = columns.add_properties(text, SYSTEM_PROPERTIES)
-        columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
         columns.offsets.append(queue_offset)
         columns.born.append(born * 1000)
         columns.stored.append(stored * 1000)
@@ -168,14 +168,15 @@ def _decode_general(columns: Columns, buf: bytes, pos: int, start: int, end: int
     store_port = _INT.unpack_from(buf, p + (24 if store_v6 else 12))[0]
     reconsumes = _INT.unpack_from(buf, p + (28 if store_v6 else 16))[0]
     body = buf[layout.body_pos : layout.body_pos + layout.body_len]
+    if columns.with_properties:
+        end_of_properties = layout.properties_pos + layout.properties_len
+        unique = columns.add_properties(
+            _utf8(buf, layout.properties_pos, end_of_properties, pos), SYSTEM_PROPERTIES
+        )
+        columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
     columns.bodies.append(
         _inflate(body, sys_flag, queue_offset) if sys_flag & COMPRESSED_FLAG else body
     )
-    end_of_properties = layout.properties_pos + layout.properties_len
-    unique = columns.add_properties(
-        _utf8(buf, layout.properties_pos, end_of_properties, pos), SYSTEM_PROPERTIES
-    )
-    columns.ids.append(unique or _offset_msg_id(store_ip, store_port, physical))
     columns.offsets.append(queue_offset)
     columns.born.append(born * 1000)
     columns.stored.append(stored * 1000)

@@ -49,9 +49,13 @@ def _long(buf: bytes, p: i64) -> i64:
 
 class Columns:
     """The column lists the kernel fills, one entry per record (the user map: flattened keys
-    and values, with the running count at the end of each record in `map_offsets`)."""
+    and values, with the running count at the end of each record in `map_offsets`).
 
-    def __init__(self) -> None:
+    Without `with_properties` (a read of none of keys, tags, msgId and properties), the
+    properties are not read at all and their lists stay empty."""
+
+    def __init__(self, with_properties: bool = True) -> None:
+        self.with_properties = with_properties
         self.bodies: list[bytes] = []
         self.keys: list[str | None] = []
         self.tags: list[str | None] = []
@@ -132,23 +136,24 @@ def decode_usual(
             record_end
         ):
             return p
-        try:
-            text = buf[properties_pos:record_end].decode("utf-8")
-        except UnicodeDecodeError:
-            return p
-        columns.bodies.append(buf[p + FIXED_SIZE : topic_pos])
-        unique = columns.add_properties(text, system)
-        if unique is None:
-            # RocketMQ's offset message id: store host and port, then the CommitLog offset.
-            unique = (
-                (
-                    buf[p + _STORE_HOST : p + _STORE_HOST + 8]
-                    + buf[p + _PHYSICAL_OFFSET : p + _PHYSICAL_OFFSET + 8]
+        if columns.with_properties:
+            try:
+                text = buf[properties_pos:record_end].decode("utf-8")
+            except UnicodeDecodeError:
+                return p
+            unique = columns.add_properties(text, system)
+            if unique is None:
+                # RocketMQ's offset message id: store host and port, then the CommitLog offset.
+                unique = (
+                    (
+                        buf[p + _STORE_HOST : p + _STORE_HOST + 8]
+                        + buf[p + _PHYSICAL_OFFSET : p + _PHYSICAL_OFFSET + 8]
+                    )
+                    .hex()
+                    .upper()
                 )
-                .hex()
-                .upper()
-            )
-        columns.ids.append(unique)
+            columns.ids.append(unique)
+        columns.bodies.append(buf[p + FIXED_SIZE : topic_pos])
         columns.offsets.append(queue_offset)
         columns.born.append(_long(buf, p + _BORN_TIMESTAMP) * 1000)
         columns.stored.append(_long(buf, p + _STORE_TIMESTAMP) * 1000)

@@ -3,17 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import pyarrow as pa
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from pocketmq.client.aio import Message
 
-SCHEMA_DDL = (
-    "body binary, keys string, tags string, topic string, brokerName string, queueId int, "
-    "queueOffset long, msgId string, bornTimestamp timestamp, storeTimestamp timestamp, "
-    "properties map<string,string>, reconsumeTimes int"
-)
+COLUMN_TYPES: Final[dict[str, DataType]] = {
+    "body": BinaryType(),
+    "keys": StringType(),
+    "tags": StringType(),
+    "topic": StringType(),
+    "brokerName": StringType(),
+    "queueId": IntegerType(),
+    "queueOffset": LongType(),
+    "msgId": StringType(),
+    "bornTimestamp": TimestampType(),
+    "storeTimestamp": TimestampType(),
+    "properties": MapType(StringType(), StringType()),
+    "reconsumeTimes": IntegerType(),
+}
+"""A read's columns, in the order of the connector's own schema."""
+NULLABLE: Final = frozenset({"keys", "tags"})
+"""The columns a message can leave null (one without keys or tags); `msgId` falls back to
+RocketMQ's offset message id."""
+FROM_PROPERTIES: Final = frozenset({"keys", "tags", "msgId", "properties"})
+SCHEMA_DDL: Final = ", ".join(f"{name} {t.simpleString()}" for name, t in COLUMN_TYPES.items())
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema(
     [
@@ -32,6 +58,64 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 WRITABLE = {"body", "keys", "tags", "properties", "topic"}
+
+
+@dataclass(frozen=True)
+class ReadColumns:
+    """What a read yields: the connector's columns that a schema names, in its order and under
+    its names (Spark compares names case-insensitively), as the Arrow schema Spark expects of
+    every batch."""
+
+    names: tuple[str, ...]
+    """The connector's name of each column, in the batches' order."""
+    schema: pa.Schema
+
+    @property
+    def needs_properties(self) -> bool:
+        """Whether a column comes from the messages' properties (the rest are fixed fields)."""
+        return not FROM_PROPERTIES.isdisjoint(self.names)
+
+    @classmethod
+    def of(cls, schema: StructType) -> ReadColumns:
+        """The columns of the schema Spark hands a reader: the connector's own, or one a user
+        gave with `.schema(...)` to read fewer columns (only those are built).
+
+        Raises:
+            ValueError: the schema names a column the connector does not have, one twice, one
+                with another type, or one that can be null as NOT NULL; the message says which.
+        """
+        by_lower = {name.lower(): name for name in COLUMN_TYPES}
+        names: list[str] = []
+        fields: list[pa.Field] = []
+        for field in schema.fields:
+            name = by_lower.get(field.name.lower())
+            if name is None:
+                raise ValueError(
+                    f"the pocketmq source has no column {field.name!r}; its columns are "
+                    f"{', '.join(COLUMN_TYPES)} (schema: {SCHEMA_DDL})"
+                )
+            if name in names:
+                raise ValueError(f"the schema names the column {name!r} twice")
+            kind = COLUMN_TYPES[name]
+            if field.dataType != kind:
+                raise ValueError(
+                    f"column {name!r} is {kind.simpleString()}, not "
+                    f"{field.dataType.simpleString()}: declare it {kind.simpleString()} and "
+                    "CAST it in the query"
+                )
+            if name in NULLABLE and not field.nullable:
+                raise ValueError(
+                    f"column {name!r} is null for a message without it: declare it nullable "
+                    "(without NOT NULL)"
+                )
+            names.append(name)
+            fields.append(pa.field(field.name, ARROW_SCHEMA.field(name).type, field.nullable))
+        if not names:
+            raise ValueError(f"the schema names no column; the source's schema: {SCHEMA_DDL}")
+        return cls(tuple(names), pa.schema(fields))
+
+
+ALL_COLUMNS: Final = ReadColumns(tuple(ARROW_SCHEMA.names), ARROW_SCHEMA)
 
 # Properties the broker and clients set for themselves; the `properties` column leaves them out
 # (keys and tags have columns of their own).

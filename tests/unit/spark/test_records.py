@@ -30,6 +30,7 @@ from pocketmq.spark.records import (  # noqa: E402
     decode_with_kernel,
     to_record_batch,
 )
+from pocketmq.spark.records_kernel import Columns  # noqa: E402
 from tests.unit.common.kernel_source import interpreted  # noqa: E402
 
 QUEUE = MessageQueue("Orders", "broker-a", 3)
@@ -172,3 +173,22 @@ def _plain() -> dict:  # type: ignore[type-arg]
         "long_topic": False,
         "reconsumes": 0,
     }
+
+
+@pytest.mark.parametrize("decoder", ALL_DECODERS.values(), ids=ALL_DECODERS.keys())
+@settings(max_examples=50, deadline=None)
+@given(specs=st.lists(records, min_size=1, max_size=8))
+def test_columns_without_properties_skip_only_those(
+    decoder: Decoder,
+    specs: list[dict],  # type: ignore[type-arg]
+) -> None:
+    """A read of no column from the properties does not split them, and fills the rest as a
+    read of every column does."""
+    pulls = [b"".join(encode(100 + n, spec) for n, spec in enumerate(specs))]
+    whole, some = Columns(), Columns(with_properties=False)
+    decoder(whole, pulls[0], 100, 100 + len(specs))
+    decoder(some, pulls[0], 100, 100 + len(specs))
+    for name in ("bodies", "offsets", "born", "stored", "reconsumes"):
+        assert getattr(some, name) == getattr(whole, name)
+    assert (some.keys, some.tags, some.ids, some.map_keys) == ([], [], [], [])
+    assert len(whole.ids) == len(specs)
