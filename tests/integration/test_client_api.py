@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import inspect
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +31,7 @@ from pocketmq.client import (
     SendStatus,
 )
 from pocketmq.client.admin import TopicSettings
-from pocketmq.testing import MessageRecorder, async_wait_until, started
+from pocketmq.testing import MessageRecorder, async_wait_until, started, wait_until
 from pocketmq.testing.cluster import InProcessCluster, start_cluster
 
 MARKER = b"marker"
@@ -509,3 +511,40 @@ def test_admin_creates_a_topic_and_reports_progress(
             await admin.close()
 
     _run(scenario())
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_blocking_clients_give_their_descriptors_back_when_closed(
+    pocketmq_cluster: InProcessCluster,
+) -> None:
+    """A program that makes and closes a blocking client per job (a web handler, a cron task)
+    must not run out of descriptors: each client's event loop (selector, wake-up pipe, with
+    uvloop io_uring and eventfd) and connections go with `close()`, not with the collector."""
+    namesrv = pocketmq_cluster.namesrv_addr
+
+    def one_round(sends: int = 1) -> None:
+        with blocking.Producer("fd-producer", namesrv=namesrv) as producer:
+            for _ in range(sends):
+                producer.send(Message("FdTopic", b"x"))
+        with blocking.Admin([namesrv]) as admin:
+            admin.topic_route("FdTopic")
+
+    gc.disable()  # what is released must be released by `close()`, not collected meanwhile
+    try:
+        one_round(sends=16)  # every queue gets its file in the broker (this process) now
+        before = _open_descriptors()
+        for _ in range(5):
+            one_round()
+        # The in-process broker closes its side of each connection once it reads the close.
+        wait_until(
+            lambda: _open_descriptors() <= before,
+            "the 10 closed clients' descriptors released",
+            timeout_s=5,
+            describe=lambda: f"{_open_descriptors() - before} more open than before them",
+        )
+    finally:
+        gc.enable()

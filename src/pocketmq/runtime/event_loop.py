@@ -1,5 +1,5 @@
-"""Event loop helpers: running a server's loop (uvloop where installed), starting a coroutine
-at once, stopping tasks, timed waits."""
+"""Event loop helpers: running a server's loop (uvloop where installed), a loop thread's run
+and close, starting a coroutine at once, stopping tasks, timed waits."""
 
 from __future__ import annotations
 
@@ -27,6 +27,28 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    """Runs `loop` (on the calling thread, a loop thread's target) until `loop.stop()`, then
+    closes it: what is still pending is cancelled and awaited, and the loop's file descriptors
+    (its selector, wake-up pipe and, with uvloop, io_uring and eventfd) are released now.
+    A stopped loop left open holds them until it is collected, if ever: a program that makes
+    and closes a blocking client per job ran out of descriptors."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def start_eagerly(

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.server import BrokerServer
 from pocketmq.namesrv.server import NamesrvConfig, NamesrvServer
+from pocketmq.runtime.event_loop import run_until_stopped
 from pocketmq.store.config import MessageStoreConfig
 
 T = TypeVar("T")
@@ -62,7 +63,9 @@ def start_cluster(data_dir: Path, **broker_settings: Any) -> InProcessCluster:
     recalled.
     """
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="pocketmq-cluster", daemon=True)
+    thread = threading.Thread(
+        target=run_until_stopped, args=(loop,), name="pocketmq-cluster", daemon=True
+    )
     thread.start()
     namesrv = NamesrvServer(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
     broker_config = BrokerConfig(

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from pocketmq.runtime.event_loop import new_event_loop
+from pocketmq.runtime.event_loop import new_event_loop, run_until_stopped
 
 T = TypeVar("T")
 
@@ -23,14 +23,12 @@ class BackgroundLoop:
 
     def __init__(self, name: str = "pocketmq-client") -> None:
         self.loop = new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = threading.Thread(
+            target=run_until_stopped, args=(self.loop,), name=name, daemon=True
+        )
         self._thread.start()
         self._users = 0
         self._lock = threading.Lock()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
 
     def acquire(self) -> BackgroundLoop:
         """Counts one more client using this loop (`release` stops it after the last)."""
