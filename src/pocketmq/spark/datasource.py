@@ -1,10 +1,4 @@
-"""The `pocketmq` PySpark data source: topics as DataFrames, batch and streaming, both ways.
-
-Spark imports this module in each Python process that plans a query (finding the source by
-name, asking its schema, planning the read or write), a new process each time: the readers and
-writers, with the client and Arrow they bring (about 0.4 s of imports), are imported only by
-the methods that make them.
-"""
+"""The `pocketmq` PySpark data source: topics as DataFrames, batch and streaming, both ways."""
 
 from __future__ import annotations
 
@@ -17,7 +11,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pocketmq.spark.schema import SCHEMA_DDL
+from pocketmq.spark.options import ReadOptions, WriteOptions
+from pocketmq.spark.reader import BatchReader, StreamReader
+from pocketmq.spark.rows import SCHEMA_DDL, ReadColumns, check_writable
+from pocketmq.spark.writer import BatchWriter, StreamWriter
 
 
 class PocketMQDataSource(DataSource):
@@ -32,34 +29,18 @@ class PocketMQDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pocketmq.spark.options import ReadOptions
-        from pocketmq.spark.reader import BatchReader
-        from pocketmq.spark.rows import ReadColumns
-
         # `schema` is this source's own, or the one a user gave to read fewer columns.
         options = ReadOptions.parse(self.options, streaming=False)
         return BatchReader(options, ReadColumns.of(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pocketmq.spark.options import ReadOptions
-        from pocketmq.spark.reader import StreamReader
-        from pocketmq.spark.rows import ReadColumns
-
         options = ReadOptions.parse(self.options, streaming=True)
         return StreamReader(options, ReadColumns.of(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pocketmq.spark.options import WriteOptions
-        from pocketmq.spark.rows import check_writable
-        from pocketmq.spark.writer import BatchWriter
-
         check_writable(schema.fieldNames())
         return BatchWriter(WriteOptions.parse(self.options, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from pocketmq.spark.options import WriteOptions
-        from pocketmq.spark.rows import check_writable
-        from pocketmq.spark.writer import StreamWriter
-
         check_writable(schema.fieldNames())
         return StreamWriter(WriteOptions.parse(self.options, streaming=True))

@@ -7,11 +7,39 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from pocketmq.client.aio import Message
-from pocketmq.spark.schema import COLUMN_TYPES, FROM_PROPERTIES, NULLABLE, SCHEMA_DDL
 
+COLUMN_TYPES: Final[dict[str, DataType]] = {
+    "body": BinaryType(),
+    "keys": StringType(),
+    "tags": StringType(),
+    "topic": StringType(),
+    "brokerName": StringType(),
+    "queueId": IntegerType(),
+    "queueOffset": LongType(),
+    "msgId": StringType(),
+    "bornTimestamp": TimestampType(),
+    "storeTimestamp": TimestampType(),
+    "properties": MapType(StringType(), StringType()),
+    "reconsumeTimes": IntegerType(),
+}
+"""A read's columns, in the order of the connector's own schema."""
+NULLABLE: Final = frozenset({"keys", "tags"})
+"""The columns a message can leave null (one without keys or tags); `msgId` falls back to
+RocketMQ's offset message id."""
+FROM_PROPERTIES: Final = frozenset({"keys", "tags", "msgId", "properties"})
+SCHEMA_DDL: Final = ", ".join(f"{name} {t.simpleString()}" for name, t in COLUMN_TYPES.items())
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema(
     [

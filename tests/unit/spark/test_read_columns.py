@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 pa = pytest.importorskip("pyarrow")
@@ -21,8 +18,13 @@ from pyspark.sql.types import (  # noqa: E402
 
 from pocketmq.spark.datasource import PocketMQDataSource  # noqa: E402
 from pocketmq.spark.records import to_record_batch  # noqa: E402
-from pocketmq.spark.rows import ALL_COLUMNS, ARROW_SCHEMA, ReadColumns  # noqa: E402
-from pocketmq.spark.schema import COLUMN_TYPES, SCHEMA_DDL  # noqa: E402
+from pocketmq.spark.rows import (  # noqa: E402
+    ALL_COLUMNS,
+    ARROW_SCHEMA,
+    COLUMN_TYPES,
+    SCHEMA_DDL,
+    ReadColumns,
+)
 from tests.unit.spark.test_records import QUEUE, _plain, encode  # noqa: E402
 
 FULL = StructType([StructField(name, kind) for name, kind in COLUMN_TYPES.items()])
@@ -84,22 +86,3 @@ def test_batch_and_stream_readers_take_the_schema_spark_hands_them() -> None:
     assert source.reader(FULL).columns == ALL_COLUMNS  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="no column 'payload'"):
         source.streamReader(schema(("payload", BinaryType())))
-
-
-def test_finding_the_source_imports_neither_the_client_nor_arrow() -> None:
-    """Spark imports the source in a new process for each planning step of every query; the
-    client and Arrow (about 0.4 s of imports) wait for the reader or writer that needs them."""
-    loaded = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, pyspark_pocketmq\n"
-            "print(pyspark_pocketmq.DefaultSource({}).schema())\n"
-            "print(sorted(m for m in ('pocketmq.client', 'pyarrow') if m in sys.modules))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.splitlines()
-    assert loaded == [SCHEMA_DDL, "[]"]
