@@ -523,7 +523,8 @@ def test_blocking_clients_give_their_descriptors_back_when_closed(
 ) -> None:
     """A program that makes and closes a blocking client per job (a web handler, a cron task)
     must not run out of descriptors: each client's event loop (selector, wake-up pipe, with
-    uvloop io_uring and eventfd) and connections go with `close()`, not with the collector."""
+    uvloop io_uring and eventfd) and connections go with `close()`, not with the collector,
+    and a client that could not be made or started leaves none behind."""
     namesrv = pocketmq_cluster.namesrv_addr
 
     def one_round(sends: int = 1) -> None:
@@ -532,6 +533,14 @@ def test_blocking_clients_give_their_descriptors_back_when_closed(
                 producer.send(Message("FdTopic", b"x"))
         with blocking.Admin([namesrv]) as admin:
             admin.topic_route("FdTopic")
+        # Nor when making or starting one fails.
+        with pytest.raises(ClientConfigError, match="no NameServer"):
+            blocking.Producer("fd-producer")
+        with (
+            pytest.raises(ClientConfigError, match="register_listener"),
+            blocking.PushConsumer("fd-consumer", namesrv=namesrv),
+        ):
+            pass
 
     gc.disable()  # what is released must be released by `close()`, not collected meanwhile
     try:
@@ -542,7 +551,7 @@ def test_blocking_clients_give_their_descriptors_back_when_closed(
         # The in-process broker closes its side of each connection once it reads the close.
         wait_until(
             lambda: _open_descriptors() <= before,
-            "the 10 closed clients' descriptors released",
+            "the closed clients' descriptors released",
             timeout_s=5,
             describe=lambda: f"{_open_descriptors() - before} more open than before them",
         )

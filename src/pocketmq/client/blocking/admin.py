@@ -24,8 +24,8 @@ class Admin:
             loop: A background loop to share with other blocking clients.
             **options: The keyword arguments of `pocketmq.client.aio.Admin` (`timeout_s`).
         """
+        self.aio = AsyncAdmin(namesrv_addresses, **options)  # first: refused options leave no loop
         self._background = (loop or BackgroundLoop()).acquire()
-        self.aio = AsyncAdmin(namesrv_addresses, **options)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.aio, name)

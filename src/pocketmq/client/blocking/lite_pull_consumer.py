@@ -23,8 +23,8 @@ class LitePullConsumer(BlockingClient[aio.LitePullConsumer]):
             **options: The keyword arguments of `pocketmq.client.aio.LitePullConsumer`
                 (`namesrv`, `message_model`, `auto_commit`, `poll_batch_max`, ...).
         """
+        self.aio = aio.LitePullConsumer(group, **options)  # first: refused options leave no loop
         super().__init__(loop)
-        self.aio = aio.LitePullConsumer(group, **options)
 
     @property
     def group(self) -> str:

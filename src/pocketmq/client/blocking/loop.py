@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, Self, TypeVar
@@ -108,7 +109,13 @@ class BlockingClient(Generic[C]):
             self._background.release()
 
     def __enter__(self) -> Self:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # `with` calls no `__exit__` when entering fails: the loop would be left running.
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:

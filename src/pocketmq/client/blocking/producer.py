@@ -37,9 +37,10 @@ class Producer(BlockingClient[aio.Producer]):
             **options: The keyword arguments of `pocketmq.client.aio.Producer` (`namesrv`,
                 `send_timeout_s`, `retry_times`, `auto_batch`, ...).
         """
-        super().__init__(loop)
-        self._window = threading.BoundedSemaphore(max_async_in_flight)
+        # The asyncio client first: when its options are refused, no loop thread is left behind.
         self.aio = self._make_aio(group, options)
+        self._window = threading.BoundedSemaphore(max_async_in_flight)
+        super().__init__(loop)
 
     def _make_aio(self, group: str, options: dict[str, Any]) -> aio.Producer:
         return aio.Producer(group, **options)

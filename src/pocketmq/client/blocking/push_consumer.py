@@ -23,8 +23,8 @@ class PushConsumer(BlockingClient[aio.PushConsumer]):
             **options: The keyword arguments of `pocketmq.client.aio.PushConsumer`
                 (`namesrv`, `message_model`, `consume_from_where`, `consume_thread_count`...).
         """
+        self.aio = aio.PushConsumer(group, **options)  # first: refused options leave no loop
         super().__init__(loop)
-        self.aio = aio.PushConsumer(group, **options)
 
     @property
     def group(self) -> str:
