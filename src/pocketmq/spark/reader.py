@@ -64,10 +64,10 @@ def split(start: dict[str, int], end: dict[str, int], max_rows: int) -> list[Inp
 
 
 def read_range(
-    options: ReadOptions, part: QueueRange, read: ReadColumns = ALL_COLUMNS
+    options: ReadOptions, part: QueueRange, columns: ReadColumns = ALL_COLUMNS
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's messages in batches of `ARROW_ROWS` of the columns `read` names; the
-    next batch's pulls are in flight while this one is decoded."""
+    """The partition's messages in batches of `ARROW_ROWS` with `columns`; the next batch's
+    pulls are in flight while this one is decoded."""
     cluster = Cluster.of(options.connection)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
     spans = [
@@ -82,7 +82,7 @@ def read_range(
         assert ahead is not None
         pulls = ahead.result(READ_TIMEOUT_S)
         ahead = submit(spans[index + 1]) if index + 1 < len(spans) else None
-        batch = to_record_batch(pulls, queue, *span, read=read)
+        batch = to_record_batch(pulls, queue, *span, read=columns)
         if batch.num_rows:
             yield batch
 
@@ -109,9 +109,9 @@ def _resolve(
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, options: ReadOptions, read: ReadColumns = ALL_COLUMNS) -> None:
+    def __init__(self, options: ReadOptions, columns: ReadColumns = ALL_COLUMNS) -> None:
         self.options = options
-        self.columns = read
+        self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
         bounds = _bounds(self.options)
@@ -135,9 +135,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     `latestOffset` runs 50 to 90 times a second on an idle query: it costs one stats request
     per broker and topic (see `Cluster.bounds`) and nothing else unless its `start` moved."""
 
-    def __init__(self, options: ReadOptions, read: ReadColumns = ALL_COLUMNS) -> None:
+    def __init__(self, options: ReadOptions, columns: ReadColumns = ALL_COLUMNS) -> None:
         self.options = options
-        self.columns = read
+        self.columns = columns
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] = {}
         self._reported: dict[str, int] | None = None
