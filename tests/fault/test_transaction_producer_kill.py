@@ -126,6 +126,8 @@ def test_a_new_producer_of_the_group_commits_the_half_of_a_killed_one(
                 doomed.send_signal(signal.SIGKILL)
             finally:
                 await asyncio.to_thread(doomed.wait, 30)
+                if doomed.stdout is not None:
+                    doomed.stdout.close()
             assert doomed.returncode == -signal.SIGKILL
             assert BODY not in received.bodies()
             async with TransactionProducer(

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from pocketmq.client.admin import AdminClient, TopicSettings
-from pocketmq.client.aio import ClientInstance, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client.aio import Message, MessageExt, Producer, PushConsumer
 from pocketmq.testing.processes import ServerProcess
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,8 @@ class Ledger:
 def _consumer(namesrv: str, name: str, ledger: Ledger) -> PushConsumer:
     consumer = PushConsumer(
         GROUP,
-        instance=ClientInstance(namesrv, instance_name=name),
+        namesrv=namesrv,
+        instance_name=name,  # its own client id; the consumer closes what it made
         orderly=True,
         consume_batch_max_size=8,
         lock_renew_interval_s=5.0,
