@@ -44,6 +44,10 @@ class InProcessCluster:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
 
     def stop(self) -> None:
+        """Stops the broker and the NameServer, then closes the loop; again, does nothing."""
+        if self.loop.is_closed():
+            return
+
         async def stop_all() -> None:
             await self.broker.stop()
             await self.namesrv.stop()

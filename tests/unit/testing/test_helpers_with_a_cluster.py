@@ -4,6 +4,8 @@ every kind of client, and a MessageRecorder is a working listener for both clien
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 import pocketmq.client as blocking
@@ -19,6 +21,7 @@ from pocketmq.client.aio import (
     TransactionProducer,
 )
 from pocketmq.testing import InProcessCluster, MessageRecorder, async_wait_until, started
+from pocketmq.testing.cluster import start_cluster
 
 FROM_FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -79,3 +82,13 @@ def test_a_recorder_listens_to_a_blocking_consumer(pocketmq_cluster: InProcessCl
         with consumer:
             asyncio.run(recorder.wait_for_ids({sent.msg_id}))
     assert recorder.bodies() == [b"from a thread"]
+
+
+def test_a_stopped_cluster_has_closed_its_loop_and_stops_again_at_once(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "store")
+    cluster.stop()
+    assert cluster.loop.is_closed(), "the loop's descriptors went with the stop"
+    assert not cluster.thread.is_alive()
+    began = time.monotonic()
+    cluster.stop()  # e.g. a test's own stop, then its fixture's
+    assert time.monotonic() - began < 1.0
