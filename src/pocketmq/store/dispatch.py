@@ -5,7 +5,8 @@ pulls) is built here from the records themselves, so a master, a replica copying
 and a recovery after a crash all take the same path. Both targets ignore entries they already
 have, so dispatching a range twice is harmless. One shortcut: a put hands over what it just
 wrote (`Dispatcher.expect`), and dispatch takes that instead of parsing the same records back;
-both kinds of request are made by `describe_record`, and tests hold them equal.
+both kinds of request are made alike (`describe_record`, and `describe_appended` for an
+append's records at once), and tests hold them equal.
 
 Entries of SCHEDULE_TOPIC_XXXX (delayed messages waiting in queue level-1) carry their delivery
 time instead of a tag hash as tag code, as RocketMQ's CommitLog computes it: store time plus the
@@ -271,6 +272,27 @@ def describe_record(
     )
 
 
+def describe_appended(
+    topic: str, store_timestamp: int, records: Sequence[AppendedRecord]
+) -> list[DispatchRequest]:
+    """`describe_record` for each record one append wrote (`CommitLog.append`'s `appended`):
+    the same requests, made in one loop without a call a record."""
+    requests: list[DispatchRequest] = []
+    add = requests.append
+    for offset, size, queue_id, queue_offset, sys_flag, properties in records:
+        tags, keys, uniq_key = index_properties(properties)
+        add(
+            _new_request(
+                DispatchRequest,
+                (
+                    topic, queue_id, offset, size, tags_code(tags) if tags else 0,
+                    store_timestamp, queue_offset, keys, uniq_key, sys_flag, properties,
+                ),
+            )
+        )  # fmt: skip
+    return requests
+
+
 class DispatchTarget(Protocol):
     """Something built from the CommitLog, in runs of records."""
 
@@ -314,9 +336,11 @@ class Dispatcher:
         self.last_store_timestamp = 0
         # Called with each run of dispatched records, once its queue entries and index are built.
         self.on_dispatched: list[Callable[[Sequence[DispatchRequest]], None]] = []
-        # Requests for records the append path just wrote, in CommitLog order: dispatch takes
-        # them instead of parsing those records back (about 40 % of its work a record).
-        self._known: deque[DispatchRequest] = deque()
+        # Requests for records the append path just wrote, a list an append, in CommitLog
+        # order: dispatch takes them instead of parsing those records back (about 40 % of its
+        # work a record), an append's list at once where it can.
+        self._known: deque[list[DispatchRequest]] = deque()
+        self._known_records = 0
 
     def expect(self, topic: str, store_timestamp: int, records: Sequence[AppendedRecord]) -> None:
         """Takes what an append wrote (`CommitLog.append`'s `appended`), so that dispatch does
@@ -324,39 +348,52 @@ class Dispatcher:
         parsed; a record is taken from here only at exactly the offset dispatch reaches."""
         if not self.takes_expected:  # dispatch is far behind: it parses these records
             return
-        known = self._known
-        delays = self.schedule_delays_ms
-        for offset, size, queue_id, queue_offset, sys_flag, properties in records:
-            request = describe_record(
-                topic, queue_id, offset, size, store_timestamp, queue_offset, sys_flag, properties
-            )
-            if topic == SCHEDULE_TOPIC:
-                request = with_deliver_timestamp(request, delays)
-            known.append(request)
+        requests = describe_appended(topic, store_timestamp, records)
+        if topic == SCHEDULE_TOPIC:
+            delays = self.schedule_delays_ms
+            requests = [with_deliver_timestamp(request, delays) for request in requests]
+        self._known.append(requests)
+        self._known_records += len(requests)
 
     @property
     def takes_expected(self) -> bool:
         """Whether `expect` would take records now (fewer than `KNOWN_MAX` wait)."""
-        return len(self._known) < KNOWN_MAX
+        return self._known_records < KNOWN_MAX
 
     def forget_expected(self) -> None:
         """Drops what appends handed over: the CommitLog was cut back, so the offsets may name
         other records by now."""
         self._known.clear()
+        self._known_records = 0
 
     def _dispatch_known(self, max_records: int) -> int:
-        """Hands over the expected records that continue `reput_offset`; returns how many."""
+        """Hands over the expected records that continue `reput_offset`, in runs of up to
+        `_RUN` (an append's list as it is, or several appends' joined); returns how many."""
         known = self._known
         offset = self.reput_offset
-        while known and known[0].commit_log_offset < offset:
-            known.popleft()  # dispatched by parsing meanwhile
         count = 0
         run: list[DispatchRequest] = []
-        while known and count < max_records and known[0].commit_log_offset == offset:
-            request = known.popleft()
-            run.append(request)
-            offset += request.size
-            count += 1
+        if known[0][0].commit_log_offset < offset:
+            self._drop_overtaken()
+        while known and count < max_records:
+            requests = known[0]
+            if requests[0].commit_log_offset != offset:
+                break
+            take = len(requests)
+            if take <= max_records - count and len(run) + take <= _RUN:  # the usual case
+                known.popleft()  # the list is the run's now: joined into, never shared
+            else:
+                take = min(take, max_records - count, _RUN - len(run))
+                known[0] = requests[take:]
+                requests = requests[:take]
+            if run:
+                run += requests
+            else:
+                run = requests
+            self._known_records -= take
+            count += take
+            last = requests[-1]
+            offset = last.commit_log_offset + last.size
             if len(run) == _RUN:
                 self._hand_over(run)
                 self.reput_offset = offset
@@ -364,6 +401,21 @@ class Dispatcher:
         self._hand_over(run)
         self.reput_offset = offset
         return count
+
+    def _drop_overtaken(self) -> None:
+        """Forgets the expected records that dispatch parsed meanwhile (it parses on from a
+        record that was not handed over into those that were)."""
+        known = self._known
+        offset = self.reput_offset
+        while known and known[0][0].commit_log_offset < offset:
+            requests = known[0]
+            if requests[-1].commit_log_offset < offset:
+                known.popleft()
+                self._known_records -= len(requests)
+            else:
+                rest = [r for r in requests if r.commit_log_offset >= offset]
+                self._known_records -= len(requests) - len(rest)
+                known[0] = rest
 
     def dispatch_available(self, max_records: int = 100_000) -> int:
         """Dispatches up to `max_records` new records; returns how many it dispatched.
@@ -439,6 +491,8 @@ class Dispatcher:
             finally:
                 view.release()
             self.reput_offset = offset
+        if self._known:
+            self._drop_overtaken()
         return count
 
     def _parse_usual(

@@ -134,6 +134,41 @@ def test_the_records_appends_hand_over_are_the_records_parsed_back(
         store.close()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, 40), st.booleans(), st.integers(0, 50)), max_size=30))
+def test_dispatch_between_puts_takes_each_record_once(
+    tmp_path_factory: object, steps: list[tuple[int, bool, int]]
+) -> None:
+    """Puts of batches, some handed over and some written straight to the CommitLog, with
+    dispatches of any size between them: parsing the records that were not handed over runs
+    on into batches that were (all of one or part of it), and what dispatch hands its targets
+    is every record once, in CommitLog order, as parsing gives it."""
+    root = Path(tmp_path_factory.mktemp("store"))  # type: ignore[attr-defined]
+    store = MessageStore(small_config(root))
+    store.load()
+    try:
+        taken: list[DispatchRequest] = []
+        store.dispatcher.on_dispatched.append(taken.extend)
+        for number, (size, handed_over, dispatched) in enumerate(steps):
+            batch = [
+                MessageToStore(
+                    topic="TopicA", body=b"x" * i, properties=f"KEYS\x01k{number}-{i}\x02"
+                )
+                for i in range(size)
+            ]
+            append = store._append if handed_over else store.commit_log.append
+            assert append(batch).ok
+            if dispatched:
+                store.dispatcher.dispatch_available(max_records=dispatched)
+        store.dispatch_now()
+        assert taken == parsed_back(store)
+        # What parsing overtook is forgotten, so appends hand over again.
+        assert not store.dispatcher._known  # type: ignore[attr-defined]
+        assert store.dispatcher._known_records == 0  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
 def test_dispatch_takes_the_handed_over_records_without_parsing_them(
     open_store: Callable[..., MessageStore],
 ) -> None:
@@ -180,7 +215,7 @@ def test_past_known_max_appends_hand_nothing_over(
     batch = [MessageToStore(topic="TopicA", body=b"x", properties="TAGS\x01a\x02")]
     offsets = [store._append(batch).physical_offsets[0] for _ in range(3)]
     known = store.dispatcher._known  # type: ignore[attr-defined]
-    assert [request.commit_log_offset for request in known] == offsets[:2]
+    assert [request.commit_log_offset for run in known for request in run] == offsets[:2]
     assert store.dispatch_now() == 3
     queue = store.consume_queues.find("TopicA", 0)
     assert queue is not None
