@@ -405,7 +405,8 @@ class UniqueIdGenerator:
         head = f"{self._prefix}{since:08X}"
         first = self._counter + 1
         self._counter = (self._counter + count) & 0xFFFF
-        return [f"{head}{counter & 0xFFFF:04X}" for counter in range(first, first + count)]
+        # The counter's hex from a table of bytes: a third of formatting it an id.
+        return [head + _HEX[(n >> 8) & 0xFF] + _HEX[n & 0xFF] for n in range(first, first + count)]
 
     def _set_month(self, now_ms: int) -> None:
         local = datetime.fromtimestamp(now_ms / 1000, tz=UTC).astimezone()
@@ -416,6 +417,7 @@ class UniqueIdGenerator:
 
 
 _FOUR_DAYS: Final = timedelta(days=4)
+_HEX: Final = [f"{byte:02X}" for byte in range(256)]
 
 
 def batch_msg_ids(ids: Iterable[str]) -> str:

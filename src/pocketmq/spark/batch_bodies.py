@@ -15,9 +15,12 @@ its `SPARK_SINK` tag, as `plan_chunks` sets it.
 
 from __future__ import annotations
 
+import array
 import struct
+import sys
+from bisect import bisect_right
 from collections.abc import Iterator
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Final
 
 import pyarrow as pa
@@ -107,18 +110,19 @@ def encode_rows(
         columns.append(column.to_pylist())
     if texts_bytes > _TEXT_BYTES_MAX:
         return None
-    bodies = _views(body_column)
     tags, keys = columns
-    sink = _sink_values(topic, bodies, tags, keys, sink_prefix) if sink_prefix else None
+    sink = (
+        _sink_values(topic, _views(body_column), tags, keys, sink_prefix) if sink_prefix else None
+    )
     return _chunks(
-        topic, bodies, lengths.to_pylist(), tags, keys, sink, ids, now_ms, rows_max, bytes_max,
-        max_message_bytes,
+        topic, body_column, lengths.to_pylist(), tags, keys, sink, ids, now_ms, rows_max,
+        bytes_max, max_message_bytes,
     )  # fmt: skip
 
 
 def _chunks(
     topic: str,
-    bodies: list[memoryview],
+    bodies: pa.Array,
     lengths: list[int],
     tags: list[str | None] | None,
     keys: list[str | None] | None,
@@ -129,24 +133,27 @@ def _chunks(
     bytes_max: int,
     max_message_bytes: int,
 ) -> Iterator[PreparedSend]:
-    start = 0
-    count = len(bodies)
-    while start < count:
-        stop = start + 1
-        size = lengths[start]
-        limit = min(count, start + rows_max)
-        while stop < limit and size + lengths[stop] <= bytes_max:
-            size += lengths[stop]
-            stop += 1
-        unique_ids = ids.next_many(now_ms, stop - start)
-        properties = _properties(
-            unique_ids,
-            tags[start:stop] if tags is not None else None,
-            keys[start:stop] if keys is not None else None,
-            sink[start:stop] if sink is not None else None,
+    # Every row's entry is made at once; the chunks are cuts of them. The ids are those that
+    # taking them chunk by chunk gives (one time, a counter).
+    unique_ids = ids.next_many(now_ms, len(lengths))
+    entries, ends = _entries(bodies, _properties(unique_ids, tags, keys, sink))
+    for start, stop in _cuts(lengths, rows_max, bytes_max):
+        body = entries[ends[start] : ends[stop]].tobytes()
+        yield prepared_batch(
+            topic, body, unique_ids[start:stop], max_message_bytes=max_message_bytes
         )
-        body = _body(bodies[start:stop], properties)
-        yield prepared_batch(topic, body, unique_ids, max_message_bytes=max_message_bytes)
+
+
+def _cuts(lengths: list[int], rows_max: int, bytes_max: int) -> Iterator[tuple[int, int]]:
+    """Where the chunks start and stop, as `sink_chunks.plan_chunks` cuts them: at most
+    `rows_max` rows, and rows while their bodies stay within `bytes_max` (the first always)."""
+    ends = [0, *accumulate(lengths)]  # ends[i]: the body bytes of the rows before row i
+    count = len(lengths)
+    start = 0
+    while start < count:
+        fit = bisect_right(ends, ends[start] + bytes_max, start + 1) - 1
+        stop = max(start + 1, min(fit, start + rows_max, count))
+        yield start, stop
         start = stop
 
 
@@ -178,15 +185,53 @@ def _properties(
     ]
 
 
-def _body(bodies: list[memoryview], properties: list[bytes]) -> bytes:
-    parts: list[bytes | memoryview] = []
-    add = parts.append
-    pack_head = _HEAD.pack
-    for body, encoded in zip(bodies, properties, strict=True):
-        add(pack_head(ENTRY_OVERHEAD_BYTES + len(body) + len(encoded), 0, 0, 0, len(body)))
-        add(body)
-        add(len(encoded).to_bytes(2, "big") + encoded)
-    return b"".join(parts)
+def _entries(bodies: pa.Array, properties: list[bytes]) -> tuple[memoryview, list[int]]:
+    """The batch body of every row (`common.batch`'s layout: a head, the body, the properties'
+    length and text), joined by Arrow, and where each entry ends (0 first).
+
+    The heads' two numbers (the entry's size and the body's length, big-endian) are written
+    into a table of fixed-width heads a byte column at a time, by slice steps: no Python
+    operation a row."""
+    count = len(bodies)
+    body_type = pa.large_binary()
+    bodies = bodies.cast(body_type)  # offsets widened, values shared
+    texts = pa.array(properties, body_type)
+    body_lengths = pc.binary_length(bodies)
+    text_lengths = pc.binary_length(texts)
+    sizes = pc.add(pc.add(body_lengths, text_lengths), ENTRY_OVERHEAD_BYTES)
+    heads = bytearray(_HEAD.size * count)
+    _put_big_endian(heads, _HEAD.size, 0, 4, sizes)
+    _put_big_endian(heads, _HEAD.size, _HEAD.size - 4, 4, body_lengths)
+    text_heads = bytearray(2 * count)
+    _put_big_endian(text_heads, 2, 0, 2, text_lengths)
+    joined = pc.binary_join_element_wise(
+        _fixed_width(heads, _HEAD.size, count, body_type), bodies,
+        _fixed_width(text_heads, 2, count, body_type), texts, pa.scalar(b"", body_type),
+    )  # fmt: skip
+    ends = [0, *accumulate(sizes.to_pylist())]
+    _, offsets, data = joined.buffers()
+    first = memoryview(offsets).cast("q")[joined.offset]
+    return memoryview(data)[first : first + ends[-1]], ends
+
+
+def _put_big_endian(table: bytearray, stride: int, at: int, width: int, values: pa.Array) -> None:
+    """Writes `values` (non-negative, none null) as `width`-byte (2 or 4) big-endian integers
+    at `at` of each `stride`-byte row of `table`."""
+    words = array.array("i" if width == 4 else "h")
+    kind = pa.int32() if width == 4 else pa.int16()
+    words.frombytes(memoryview(values.cast(kind).buffers()[1])[: len(values) * width])
+    if sys.byteorder == "little":
+        words.byteswap()
+    raw = words.tobytes()
+    for k in range(width):
+        table[at + k :: stride] = raw[k::width]
+
+
+def _fixed_width(data: bytearray, width: int, count: int, kind: pa.DataType) -> pa.Array:
+    """`data` as `count` values of `width` bytes each, of type `kind`."""
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), count, [None, pa.py_buffer(data)]
+    ).cast(kind)
 
 
 def _views(column: pa.Array) -> list[memoryview]:
