@@ -52,6 +52,9 @@ _SINK_BYTES: Final = len(_SINK) + 20 + len(_END)
 """The sink's property past its task tag: its name, the row's 20-character digest, the end."""
 _TEXT_BYTES_MAX: Final = MAX_PROPERTIES_LENGTH - 64 - _ID_BYTES
 """Tags and keys together at most this long (UTF-8) keep an entry's properties in bounds."""
+_GROUP_BYTES: Final = 8 << 20
+"""The entries of chunks holding up to this many body bytes are made at once: a few Arrow calls
+for thousands of usual rows, and a copy of that size at most, however large the rows."""
 _BINARY_TYPES: Final = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
 _TEXT_TYPES: Final = (pa.string(), pa.large_string())
 
@@ -68,7 +71,7 @@ def encode_rows(
     sink_prefix: str = "",
 ) -> Iterator[PreparedSend] | None:
     """The batch sends of `batch`'s rows, chunk by chunk; None when a row needs the general
-    path (see the module docstring). Ids are taken as each chunk is encoded.
+    path (see the module docstring). The ids of all its rows are taken with the first chunk.
 
     Args:
         batch: Rows with a `body` column, and maybe `topic`, `tags`, `keys`, `properties`.
@@ -133,25 +136,33 @@ def _chunks(
     bytes_max: int,
     max_message_bytes: int,
 ) -> Iterator[PreparedSend]:
-    # Every row's entry is made at once; the chunks are cuts of them. The ids are those that
-    # taking them chunk by chunk gives (one time, a counter).
+    # The ids are those that taking them chunk by chunk gives (one time, a counter).
     unique_ids = ids.next_many(now_ms, len(lengths))
-    entries, ends = _entries(bodies, _properties(unique_ids, tags, keys, sink))
-    for start, stop in _cuts(lengths, rows_max, bytes_max):
-        body = entries[ends[start] : ends[stop]].tobytes()
-        yield prepared_batch(
-            topic, body, unique_ids[start:stop], max_message_bytes=max_message_bytes
-        )
+    properties = _properties(unique_ids, tags, keys, sink)
+    body_ends = [0, *accumulate(lengths)]  # body_ends[i]: the body bytes of the rows before i
+    first = 0
+    group: list[tuple[int, int]] = []
+    for cut in _cuts(body_ends, rows_max, bytes_max):
+        group.append(cut)
+        last = cut[1]
+        if body_ends[last] - body_ends[first] < _GROUP_BYTES and last < len(lengths):
+            continue
+        entries, ends = _entries(bodies.slice(first, last - first), properties[first:last])
+        for start, stop in group:
+            body = entries[ends[start - first] : ends[stop - first]].tobytes()
+            yield prepared_batch(
+                topic, body, unique_ids[start:stop], max_message_bytes=max_message_bytes
+            )
+        first, group = last, []
 
 
-def _cuts(lengths: list[int], rows_max: int, bytes_max: int) -> Iterator[tuple[int, int]]:
+def _cuts(body_ends: list[int], rows_max: int, bytes_max: int) -> Iterator[tuple[int, int]]:
     """Where the chunks start and stop, as `sink_chunks.plan_chunks` cuts them: at most
     `rows_max` rows, and rows while their bodies stay within `bytes_max` (the first always)."""
-    ends = [0, *accumulate(lengths)]  # ends[i]: the body bytes of the rows before row i
-    count = len(lengths)
+    count = len(body_ends) - 1
     start = 0
     while start < count:
-        fit = bisect_right(ends, ends[start] + bytes_max, start + 1) - 1
+        fit = bisect_right(body_ends, body_ends[start] + bytes_max, start + 1) - 1
         stop = max(start + 1, min(fit, start + rows_max, count))
         yield start, stop
         start = stop
@@ -218,8 +229,9 @@ def _put_big_endian(table: bytearray, stride: int, at: int, width: int, values: 
     """Writes `values` (non-negative, none null) as `width`-byte (2 or 4) big-endian integers
     at `at` of each `stride`-byte row of `table`."""
     words = array.array("i" if width == 4 else "h")
-    kind = pa.int32() if width == 4 else pa.int16()
-    words.frombytes(memoryview(values.cast(kind).buffers()[1])[: len(values) * width])
+    narrow = values.cast(pa.int32() if width == 4 else pa.int16())
+    start = narrow.offset * width
+    words.frombytes(memoryview(narrow.buffers()[1])[start : start + len(narrow) * width])
     if sys.byteorder == "little":
         words.byteswap()
     raw = words.tobytes()

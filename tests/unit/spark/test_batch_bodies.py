@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pocketmq.client.errors import MessageError
 from pocketmq.client.message import UniqueIdGenerator
 from pocketmq.client.producer.wire import PreparedSend, prepare_batch
+from pocketmq.spark import batch_bodies
 from pocketmq.spark.batch_bodies import encode_rows
 from pocketmq.spark.rows import to_messages
 from pocketmq.spark.sink_chunks import plan_chunks, task_tag
@@ -91,13 +92,27 @@ def batches(draw: st.DrawFn) -> tuple[pa.RecordBatch, str | None, str | None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(batches(), st.integers(1, 50), st.integers(1, 20_000), st.sampled_from(["", SINK_TAG]))
+@given(
+    batches(),
+    st.integers(1, 50),
+    st.integers(1, 20_000),
+    st.sampled_from(["", SINK_TAG]),
+    st.sampled_from([None, 1, 5_000]),
+)
 def test_what_it_encodes_is_what_the_general_path_sends(
-    drawn: tuple[pa.RecordBatch, str | None, str | None], rows_max: int, bytes_max: int, prefix: str
+    drawn: tuple[pa.RecordBatch, str | None, str | None],
+    rows_max: int,
+    bytes_max: int,
+    prefix: str,
+    group_bytes: int | None,
 ) -> None:
-    """For the batch writer, and for the streaming sink (each row tagged with its digest)."""
+    """For the batch writer, and for the streaming sink (each row tagged with its digest),
+    with the entries made for all the rows at once or a few chunks at a time."""
     batch, topic, goes_to = drawn
-    sends = encoded(batch, topic, rows_max=rows_max, bytes_max=bytes_max, prefix=prefix)
+    with pytest.MonkeyPatch.context() as patch:
+        if group_bytes is not None:
+            patch.setattr(batch_bodies, "_GROUP_BYTES", group_bytes)
+        sends = encoded(batch, topic, rows_max=rows_max, bytes_max=bytes_max, prefix=prefix)
     if sends is None:
         # Left to the general path only for no topic, or a body longer than a chunk.
         longest = max(len(body) for body in batch.column("body").cast(pa.binary()).to_pylist())
