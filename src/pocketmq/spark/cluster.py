@@ -27,6 +27,7 @@ from pocketmq.common.topic_names import (
     SCHEDULE_TOPIC,
 )
 from pocketmq.runtime.clock import Clock, SystemClock
+from pocketmq.runtime.event_loop import new_event_loop
 from pocketmq.spark.fetch import DataLossError, fetch_range
 from pocketmq.spark.options import Connection
 
@@ -56,13 +57,14 @@ class QueueBounds:
 
 
 class _Loop:
-    """An event loop on a daemon thread: Spark's callbacks are synchronous."""
+    """An event loop (uvloop where installed) on a daemon thread: Spark's callbacks are
+    synchronous."""
 
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _instance: ClassVar[_Loop | None] = None
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="pocketmq-spark", daemon=True).start()
 
     @classmethod
