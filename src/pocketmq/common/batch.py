@@ -28,7 +28,10 @@ from pocketmq.common.kernels import compiled
 
 _HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _PROPERTIES_LENGTH: Final = struct.Struct(">h")
-ENTRY_OVERHEAD_BYTES: Final = _HEAD.size + _PROPERTIES_LENGTH.size
+HEAD_BYTES: Final = _HEAD.size
+"""An entry's head: TOTALSIZE, MAGICCODE, BODYCRC, FLAG and BODYLEN, 4 bytes each."""
+PROPERTIES_LENGTH_BYTES: Final = _PROPERTIES_LENGTH.size
+ENTRY_OVERHEAD_BYTES: Final = HEAD_BYTES + PROPERTIES_LENGTH_BYTES
 """Bytes of an entry that are not body or properties: 22."""
 
 

@@ -16,7 +16,6 @@ its `SPARK_SINK` tag, as `plan_chunks` sets it.
 from __future__ import annotations
 
 import array
-import struct
 import sys
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ import pyarrow.compute as pc
 
 from pocketmq.client.message import UniqueIdGenerator
 from pocketmq.client.producer.wire import PreparedSend, prepared_batch
-from pocketmq.common.batch import ENTRY_OVERHEAD_BYTES
+from pocketmq.common.batch import ENTRY_OVERHEAD_BYTES, HEAD_BYTES, PROPERTIES_LENGTH_BYTES
 from pocketmq.common.constants import (
     MAX_MESSAGE_SIZE_DEFAULT,
     MAX_PROPERTIES_LENGTH,
@@ -41,7 +40,6 @@ from pocketmq.common.constants import (
 from pocketmq.common.topic_names import TopicError, validate_topic_name
 from pocketmq.spark.sink_chunks import SINK_PROPERTY, content_digest
 
-_HEAD: Final = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _TAGS: Final = PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 _KEYS: Final = PROPERTY_KEYS + NAME_VALUE_SEPARATOR
 _UNIQ_KEY: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
@@ -210,15 +208,19 @@ def _entries(bodies: pa.Array, properties: list[bytes]) -> tuple[memoryview, lis
     body_lengths = pc.binary_length(bodies)
     text_lengths = pc.binary_length(texts)
     sizes = pc.add(pc.add(body_lengths, text_lengths), ENTRY_OVERHEAD_BYTES)
-    heads = bytearray(_HEAD.size * count)
-    _put_big_endian(heads, _HEAD.size, 0, 4, sizes)
-    _put_big_endian(heads, _HEAD.size, _HEAD.size - 4, 4, body_lengths)
-    text_heads = bytearray(2 * count)
-    _put_big_endian(text_heads, 2, 0, 2, text_lengths)
+    # TOTALSIZE first, BODYLEN last in each head; MAGICCODE, BODYCRC and FLAG stay 0.
+    heads = bytearray(HEAD_BYTES * count)
+    _put_big_endian(heads, HEAD_BYTES, 0, 4, sizes)
+    _put_big_endian(heads, HEAD_BYTES, HEAD_BYTES - 4, 4, body_lengths)
+    text_heads = bytearray(PROPERTIES_LENGTH_BYTES * count)
+    _put_big_endian(text_heads, PROPERTIES_LENGTH_BYTES, 0, PROPERTIES_LENGTH_BYTES, text_lengths)
     joined = pc.binary_join_element_wise(
-        _fixed_width(heads, _HEAD.size, count, body_type), bodies,
-        _fixed_width(text_heads, 2, count, body_type), texts, pa.scalar(b"", body_type),
-    )  # fmt: skip
+        _fixed_width(heads, HEAD_BYTES, count, body_type),
+        bodies,
+        _fixed_width(text_heads, PROPERTIES_LENGTH_BYTES, count, body_type),
+        texts,
+        pa.scalar(b"", body_type),  # no separator
+    )
     ends = [0, *accumulate(sizes.to_pylist())]
     _, offsets, data = joined.buffers()
     first = memoryview(offsets).cast("q")[joined.offset]
