@@ -8,8 +8,9 @@ requests with a 1 KiB body, one message each, framed with the binary ROCKETMQ he
 fields and properties RocketMQ's Java producer puts there (its benchmark Producer's load),
 keeping `--in-flight` requests outstanding on one connection. The frames are encoded once and
 only their opaque changes, and the answers are counted by their length prefix, so the client
-costs little next to the broker. Reported per round: requests a second, and the broker
-process's CPU (user + system, from `/proc`) per request, the figure this benchmark is for.
+costs little next to the broker. Reported per round: requests a second, the broker process's
+CPU (user + system, from `/proc`) per request, the figure this benchmark is for, and its minor
+page faults per request (pages the kernel mapped in and zeroed for it).
 
 With `--batch N`, each request is a SEND_BATCH_MESSAGE of N such messages, each entry with its
 own UNIQ_KEY and KEYS as the Spark sink and the Java client's batches carry them; the figures
@@ -143,22 +144,29 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_faults(pid: int) -> int:
+    """The process's minor page faults so far (each a page the kernel mapped in, zeroed)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
 async def one_round(
     address: str, pid: int, requests: int, in_flight: int, batch: int = 0
 ) -> tuple[float, float]:
-    """Returns messages a second and the broker's CPU in microseconds a message."""
+    """Returns messages a second, the broker's CPU in microseconds a message and its minor
+    page faults a message."""
     host, _, port = address.rpartition(":")
     loop = asyncio.get_running_loop()
     frames = send_frames(b"x" * 1024, batch)
     _, sender = await loop.create_connection(
         lambda: Sender(frames, requests, in_flight), host, int(port)
     )
-    cpu_before = process_cpu_s(pid)
+    cpu_before, faults_before = process_cpu_s(pid), process_faults(pid)
     began = time.perf_counter()
     sender.send(in_flight)
     await asyncio.wait_for(sender.done, timeout=max(60.0, requests / 500))
     elapsed = time.perf_counter() - began
     cpu = process_cpu_s(pid) - cpu_before
+    faults = process_faults(pid) - faults_before
     assert sender.transport is not None
     assert sender.first_answer is not None
     sender.transport.close()
@@ -166,7 +174,7 @@ async def one_round(
     if answer.code != ResponseCode.SUCCESS:
         raise SystemExit(f"the broker refused the send: code {answer.code}, {answer.remark}")
     messages = requests * max(batch, 1)
-    return messages / elapsed, cpu / messages * 1e6
+    return messages / elapsed, cpu / messages * 1e6, faults / messages
 
 
 def pinned() -> list[str]:
@@ -202,21 +210,24 @@ def main() -> int:
             broker = server.named_address("broker-a")
             # The first sends create the topic from TBW102; warm up before measuring.
             asyncio.run(one_round(broker, server.process.pid, 5_000, args.in_flight))
-            rates, costs = [], []
+            rates, costs, faults = [], [], []
             for number in range(1, args.rounds + 1):
-                rate, cost = asyncio.run(
+                rate, cost, fault = asyncio.run(
                     one_round(broker, server.process.pid, args.requests, args.in_flight, args.batch)
                 )
                 rates.append(rate)
                 costs.append(cost)
+                faults.append(fault)
                 sys.stderr.write(
-                    f"round {number}: {rate:,.0f} {unit}s/s, broker CPU {cost:.1f} us a {unit}\n"
+                    f"round {number}: {rate:,.0f} {unit}s/s, broker CPU {cost:.1f} us a {unit}, "
+                    f"{fault:.2f} page faults a {unit}\n"
                 )
         finally:
             server.stop()
     print(
         f"median: {statistics.median(rates):,.0f} {unit}s/s, broker CPU "
-        f"{statistics.median(costs):.1f} us a {unit} ({args.requests:,} x "
+        f"{statistics.median(costs):.1f} us a {unit}, {statistics.median(faults):.2f} page "
+        f"faults a {unit} ({args.requests:,} x "
         f"{f'{args.batch} x ' if args.batch else ''}1 KiB sends, {args.in_flight} in flight)"
     )
     return 0

@@ -168,7 +168,9 @@ def run_server(main: Callable[[], Coroutine[Any, Any, None]], name: str = "pocke
     prints one line, `<name>: <what is wrong and what to do>`, on stderr.
     """
     from pocketmq.runtime import event_loop
+    from pocketmq.runtime.memory import keep_freed_memory
 
+    keep_freed_memory()  # servers decode and build frames of up to MiB a request
     try:
         event_loop.run(main())
     except ConfigError as exc:
