@@ -151,7 +151,7 @@ def process_faults(pid: int) -> int:
 
 async def one_round(
     address: str, pid: int, requests: int, in_flight: int, batch: int = 0
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """Returns messages a second, the broker's CPU in microseconds a message and its minor
     page faults a message."""
     host, _, port = address.rpartition(":")

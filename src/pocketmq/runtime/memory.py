@@ -2,15 +2,17 @@
 the next request instead of being handed back to the kernel and faulted in again.
 
 A batch send arrives as a frame of hundreds of KiB, a bulk pull leaves as one of MiB. glibc
-serves each allocation of 128 KiB or more with a fresh `mmap` and unmaps it on `free`, so
-every such buffer is paid for again in page faults, one a 4 KiB page (the kernel zeroes each):
-decoding 256 KiB frames took 144-158 us a frame that way against 19-21 us with the memory
-kept (`docs/perf/README.md`). Raising glibc's mmap threshold to its largest value, with the
-top of the heap trimmed only beyond `TRIM_THRESHOLD_BYTES`, keeps such buffers on the heap,
-where the next one reuses the same pages.
+serves allocations of 128 KiB or more with `mmap` (unmapped again on `free`) until a free
+raises that threshold, and gives the heap's top back to the kernel beyond twice it, so such
+buffers are paid for again and again in page faults, one a 4 KiB page the kernel zeroes:
+decoding 256 KiB frames took 144-240 us a frame that way against 21 us with the memory kept
+(`docs/perf/README.md`). Raising glibc's mmap threshold to its largest value, with the heap's
+top trimmed only beyond `TRIM_THRESHOLD_BYTES`, keeps such buffers on the heap, where the next
+one reuses the same pages.
 
-Settings a user gave (glibc reads `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` and
-`GLIBC_TUNABLES` at start) are left as they are; another C library is left alone too.
+Settings a user gave (glibc reads `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` and the
+`glibc.malloc` tunables of `GLIBC_TUNABLES` at start) are left as they are; another C library
+is left alone too.
 """
 
 from __future__ import annotations
@@ -31,9 +33,8 @@ MMAP_THRESHOLD_BYTES: Final = 32 << 20
 """Allocations below this come from the heap: glibc's largest accepted value on 64-bit
 (`HEAP_MAX_SIZE / 2`), above the largest frame a broker accepts by default (16 MiB)."""
 TRIM_THRESHOLD_BYTES: Final = 128 << 20
-"""Free memory at the heap's top beyond this goes back to the kernel: a few bulk pulls' worth,
-so a burst of large frames leaves at most this much resident once it is over."""
-_USER_SETTINGS: Final = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+"""Free memory at the heap's top beyond this goes back to the kernel: a few bulk pulls' worth
+stays for the next ones."""
 
 _applied: bool | None = None
 
@@ -45,7 +46,11 @@ def keep_freed_memory() -> bool:
     if _applied is not None:
         return _applied
     _applied = False
-    given = [name for name in _USER_SETTINGS if name in os.environ]
+    given = [
+        name for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_") if name in os.environ
+    ]
+    if "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
+        given.append("GLIBC_TUNABLES")
     if given:
         log.debug("allocator settings left as given (%s)", ", ".join(given))
         return False

@@ -79,8 +79,21 @@ def test_without_the_settings_each_large_frame_faults_its_pages_in() -> None:
     assert faults >= 16
 
 
-def test_a_users_own_allocator_settings_are_left_alone() -> None:
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"MALLOC_TRIM_THRESHOLD_": "131072"},
+        {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"},
+    ],
+)
+def test_a_users_own_allocator_settings_are_left_alone(setting: dict[str, str]) -> None:
     # glibc read this at start: the user chose to trim at once, so frames fault as before.
-    applied, faults = _decode_frames("keep", MALLOC_TRIM_THRESHOLD_="131072")
+    applied, faults = _decode_frames("keep", **setting)
     assert applied is False
     assert faults >= 16
+
+
+def test_tunables_of_other_parts_of_glibc_do_not_count_as_allocator_settings() -> None:
+    applied, faults = _decode_frames("keep", GLIBC_TUNABLES="glibc.pthread.mutex_spin_count=100")
+    assert applied is True
+    assert faults < 2
