@@ -139,14 +139,11 @@ class Sender(asyncio.Protocol):
             self.done.set_exception(ConnectionError(f"broker closed the connection: {exc}"))
 
 
-def process_cpu_s(pid: int) -> float:
+def process_usage(pid: int) -> tuple[float, int]:
+    """The process's CPU seconds (user + system) and minor page faults (each a page the kernel
+    mapped in and zeroed) so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_faults(pid: int) -> int:
-    """The process's minor page faults so far (each a page the kernel mapped in, zeroed)."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
 
 async def one_round(
@@ -160,13 +157,13 @@ async def one_round(
     _, sender = await loop.create_connection(
         lambda: Sender(frames, requests, in_flight), host, int(port)
     )
-    cpu_before, faults_before = process_cpu_s(pid), process_faults(pid)
+    cpu_before, faults_before = process_usage(pid)
     began = time.perf_counter()
     sender.send(in_flight)
     await asyncio.wait_for(sender.done, timeout=max(60.0, requests / 500))
     elapsed = time.perf_counter() - began
-    cpu = process_cpu_s(pid) - cpu_before
-    faults = process_faults(pid) - faults_before
+    cpu_after, faults_after = process_usage(pid)
+    cpu, faults = cpu_after - cpu_before, faults_after - faults_before
     assert sender.transport is not None
     assert sender.first_answer is not None
     sender.transport.close()

@@ -18,6 +18,7 @@ is left alone too.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import platform
@@ -36,16 +37,11 @@ TRIM_THRESHOLD_BYTES: Final = 128 << 20
 """Free memory at the heap's top beyond this goes back to the kernel: a few bulk pulls' worth
 stays for the next ones."""
 
-_applied: bool | None = None
 
-
+@functools.cache
 def keep_freed_memory() -> bool:
     """Sets glibc's mmap and trim thresholds (above) for this process, once; returns whether
     they are set. Does nothing under another C library or where the user set them."""
-    global _applied
-    if _applied is not None:
-        return _applied
-    _applied = False
     given = [
         name for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_") if name in os.environ
     ]
@@ -67,5 +63,4 @@ def keep_freed_memory() -> bool:
         log.debug("glibc refused an mmap threshold of %d bytes", MMAP_THRESHOLD_BYTES)
         return False
     mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
-    _applied = True
     return True
