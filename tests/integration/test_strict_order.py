@@ -41,7 +41,9 @@ def test_keys_of_a_dead_broker_fail_instead_of_moving(
         async with AdminClient([namesrv]) as admin:
             settings = TopicSettings(TOPIC, read_queue_nums=4, write_queue_nums=4, order=True)
             assert len(await admin.create_topic(settings, cluster="DefaultCluster")) == 2
-            assert await admin.wait_for_route(TOPIC)
+            # As RocketMQ: each broker answers once the NameServers know its queues.
+            route = await admin.topic_route(TOPIC)
+            assert {d.broker_name for d in route.broker_datas} == {"broker-a", "broker-b"}
         async with Producer("strict-producer", namesrv=namesrv, send_timeout_s=2) as producer:
             queues = await producer.publish_queues(TOPIC)
             assert {q.broker_name for q in queues} == {"broker-a", "broker-b"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import resource
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -158,6 +158,7 @@ class AdminHandlers:
         offsets: ConsumerOffsetTable,
         clock: Clock,
         on_topics_changed: Callable[[], None],
+        register_topics: Callable[[], Awaitable[None]],
         runtime_info: Callable[[], dict[str, str]],
     ) -> None:
         self._store = store
@@ -165,6 +166,7 @@ class AdminHandlers:
         self._offsets = offsets
         self._clock = clock
         self._on_topics_changed = on_topics_changed
+        self._register_topics = register_topics
         self._runtime_info = runtime_info
 
     def routes(self) -> dict[int, RequestHandler]:
@@ -195,6 +197,9 @@ class AdminHandlers:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         _warn_if_files_may_run_out(self._topics)
         self._on_topics_changed()
+        # As RocketMQ: answered once the NameServers know the topic, so that the route is
+        # there for whoever asks next (a producer, `topicRoute`, another broker's creation).
+        await self._register_topics()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     @answers_header_errors(ResponseCode.INVALID_PARAMETER)

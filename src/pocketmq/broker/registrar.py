@@ -83,6 +83,9 @@ class NameServerRegistrar:
         self.master_address: str | None = None
         self.master_ha_address: str | None = None
         self._wakeup = asyncio.Event()
+        self._rounds = asyncio.Condition()
+        self._rounds_begun = 0
+        self._rounds_ended = 0
         self.registered: dict[str, bool] = {}
         self.refusals: dict[str, str] = {}
         """NameServer -> its last refusal (`code N remark`), until it accepts again."""
@@ -111,6 +114,21 @@ class NameServerRegistrar:
     def register_soon(self) -> None:
         """Registers again at once (topics changed)."""
         self._wakeup.set()
+
+    async def register_now(self) -> None:
+        """Registers at once and returns when the NameServers have answered, as RocketMQ
+        answers a topic's creation only once they know it: a client routes it next.
+
+        Waits for a round that begins after the call (one under way may have read the topics
+        before the change), so a change asked for with `register_soon` as well is sent once.
+        """
+        if self._task is None or self._task.done():
+            await self.register_all()
+            return
+        async with self._rounds:
+            wanted = self._rounds_begun + 1
+            self._wakeup.set()
+            await self._rounds.wait_for(lambda: self._rounds_ended >= wanted)
 
     async def register_all(self) -> None:
         await asyncio.gather(*(self._register(address) for address in self.addresses))
@@ -160,7 +178,13 @@ class NameServerRegistrar:
                 pass
             # Cleared before the round: a change during the round triggers another one.
             self._wakeup.clear()
-            await self.register_all()
+            self._rounds_begun += 1
+            try:
+                await self.register_all()
+            finally:
+                async with self._rounds:
+                    self._rounds_ended = self._rounds_begun
+                    self._rounds.notify_all()
 
     async def stop(self) -> None:
         """Stops the rounds and unregisters from every NameServer (best effort)."""

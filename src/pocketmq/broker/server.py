@@ -482,7 +482,7 @@ class BrokerServer:
             return
         try:
             async with asyncio.timeout(self.config.register_broker_timeout_ms / 1000):
-                await registrar.register_all()
+                await registrar.register_now()
         except TimeoutError:
             log.warning("registering a new topic with the NameServers took too long; going on")
 

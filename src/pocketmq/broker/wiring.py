@@ -235,7 +235,13 @@ class BrokerWiring:
         """Every request code the broker answers, with its handler."""
         store = self.store
         admin = AdminHandlers(
-            store, self.topics, self.offsets, self.clock, self._topics_changed, self._runtime_info
+            store,
+            self.topics,
+            self.offsets,
+            self.clock,
+            self._topics_changed,
+            self._register_topics_now,
+            self._runtime_info,
         )
         client_handlers = self.client_handlers
         queries = AdminQueryHandlers(
@@ -307,6 +313,11 @@ class BrokerWiring:
             await self.admin_stats.ensure_group(group)
         return groups.get(group)
 
+    async def _register_topics_now(self) -> None:
+        # Looked up at each call: the server sets `topics_registered` after the routes are built.
+        if self.topics_registered is not None:
+            await self.topics_registered()
+
     def _topic_created(self, config: TopicConfig) -> None:
         log.info("topic %s created on first send", config.topic_name)
         self._topics_changed()
@@ -328,7 +339,7 @@ class BrokerWiring:
             broker_permission=config.broker_permission,
             find_group=self._find_group,
         )
-        send.topic_registered = self.topics_registered
+        send.topic_registered = self._register_topics_now
         send_back = SendBackHandler(
             store,
             self.topics,

@@ -79,9 +79,13 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     opened.close()
 
 
+async def _registered() -> None:
+    pass
+
+
 def _admin(store: MessageStore) -> AdminHandlers:
     return AdminHandlers(
-        store, topic_table(), ConsumerOffsetTable(), ManualClock(), lambda: None, dict
+        store, topic_table(), ConsumerOffsetTable(), ManualClock(), lambda: None, _registered, dict
     )
 
 
