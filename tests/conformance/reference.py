@@ -109,20 +109,33 @@ def grpc_drivers() -> str:
 def _compiled_drivers(pom: Path, folder: Path, name: str) -> str:
     """`pom`'s jars and `folder`'s drivers compiled against them, once, as a class path."""
     lib = fetch_jars(pom)
+    return f"{lib}/*{os.pathsep}{_compiled(folder, name, f'{lib}/*', pom)}"
+
+
+def _compiled(folder: Path, name: str, classpath: str = "", *inputs: Path) -> Path:
+    """`folder`'s sources compiled once (on `classpath`) into a folder of the cache."""
     sources = sorted(folder.glob("*.java"))
-    classes = CACHE / f"{name}-{_digest(pom, *sources)}"
-    classpath = f"{lib}/*{os.pathsep}{classes}"
+    classes = CACHE / f"{name}-{_digest(*inputs, *sources)}"
     if (classes / ".complete").exists():
-        return classpath
+        return classes
     shutil.rmtree(classes, ignore_errors=True)
-    command = ["javac", "-cp", f"{lib}/*", "-d", str(classes), *map(str, sources)]
+    search = ["-cp", classpath] if classpath else []
+    command = ["javac", *search, "-d", str(classes), *map(str, sources)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if done.returncode:
         raise ReferenceUnavailable(
             f"compiling {folder.name}'s drivers failed:\n{done.stderr[-3000:]}"
         )
     (classes / ".complete").touch()
-    return classpath
+    return classes
+
+
+def mqadmin_java(classpath: str, *jvm: str) -> list[str]:
+    """The command line that runs one mqadmin command with the tools on `classpath` (the
+    arguments go after it): `AdminOnce` (`tests/interop/java/tools`), which exits once the
+    command returned instead of waiting seconds for the client's threads to stop."""
+    launcher = _compiled(JAVA_DIR / "tools", "tools")
+    return ["java", *CLIENT_JVM, *jvm, "-cp", f"{classpath}{os.pathsep}{launcher}", "AdminOnce"]
 
 
 def run_java_driver(

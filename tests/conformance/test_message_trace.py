@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.testing import ServerProcess
-from tests.conformance.reference import CLIENT_JVM, ApacheRocketMQ, run_java_driver
+from tests.conformance.reference import ApacheRocketMQ, mqadmin_java, run_java_driver
 
 pytestmark = pytest.mark.conformance
 
@@ -72,13 +72,9 @@ def mqadmin(classpath: str, work: Path, msg_id: str, namesrv: str) -> str:
     work.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
-            "java",
-            *CLIENT_JVM,
-            f"-Duser.home={work}",
-            f"-Drocketmq.client.logRoot={work / 'logs'}",
-            "-cp",
-            classpath,
-            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            *mqadmin_java(
+                classpath, f"-Duser.home={work}", f"-Drocketmq.client.logRoot={work / 'logs'}"
+            ),
             *("queryMsgTraceById", "-i", msg_id, "-n", namesrv),
         ],
         capture_output=True,

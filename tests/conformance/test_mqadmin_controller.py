@@ -7,8 +7,9 @@ same controller commands run against Apache RocketMQ 5.5.0's controllers and bro
 two transcripts, reduced as `tests/conformance/mqadmin.py` reduces them (and with `_MASKS`),
 must agree but where mqadmin fails against Apache RocketMQ itself (`REFERENCE_FAILS`).
 
-Each command runs in a JVM of its own (`MQAdminStartup`, as the `mqadmin` script runs it):
-`AdminBatch` would first need a producer and a consumer, which these commands do not.
+Each command runs in a JVM of its own (`MQAdminStartup`, as the `mqadmin` script runs it,
+through `reference.mqadmin_java`): `AdminBatch` would first need a producer and a consumer,
+which these commands do not.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pocketmq.client import Admin
 from pocketmq.common.codes import RequestCode
 from pocketmq.testing import ServerProcess, free_port_pair, start_server_process, wait_until
 from tests.conformance.mqadmin import normalise, outcome
-from tests.conformance.reference import CLIENT_JVM, ReferenceUnavailable
+from tests.conformance.reference import ReferenceUnavailable, mqadmin_java
 from tests.integration.controlled import FAST, running_cluster
 
 pytestmark = pytest.mark.conformance
@@ -58,13 +59,9 @@ def mqadmin(classpath: str, work: Path, line: str) -> dict[str, str]:
     the lines with `|-`, dropped)."""
     done = subprocess.run(
         [
-            "java",
-            *CLIENT_JVM,
-            f"-Duser.home={work}",
-            f"-Drocketmq.client.logRoot={work / 'logs'}",
-            "-cp",
-            classpath,
-            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            *mqadmin_java(
+                classpath, f"-Duser.home={work}", f"-Drocketmq.client.logRoot={work / 'logs'}"
+            ),
             *line.split(" "),
         ],
         capture_output=True,

@@ -18,7 +18,12 @@ from pocketmq.client.admin.values import TopicSettings
 from pocketmq.client.credentials import SessionCredentials
 from pocketmq.client.errors import RocketMQError
 from pocketmq.testing import ServerProcess, start_up_process
-from tests.conformance.reference import CLIENT_JVM, JAVA_DIR, ReferenceUnavailable, fetch_jars
+from tests.conformance.reference import (
+    JAVA_DIR,
+    ReferenceUnavailable,
+    fetch_jars,
+    mqadmin_java,
+)
 
 pytestmark = pytest.mark.conformance
 
@@ -47,8 +52,7 @@ class Mqadmin:
 
     def __call__(self, *args: str) -> str:
         done = subprocess.run(
-            ["java", *CLIENT_JVM, "-cp", f"{self.lib}/*",
-             "org.apache.rocketmq.tools.command.MQAdminStartup", *args],
+            [*mqadmin_java(f"{self.lib}/*"), *args],
             capture_output=True,
             text=True,
             timeout=120,
