@@ -128,7 +128,8 @@ class NameServerRegistrar:
         async with self._rounds:
             wanted = self._rounds_begun + 1
             self._wakeup.set()
-            await self._rounds.wait_for(lambda: self._rounds_ended >= wanted)
+            # Or until the rounds stop (the broker is stopping): nothing registers any more.
+            await self._rounds.wait_for(lambda: self._rounds_ended >= wanted or self._task is None)
 
     async def register_all(self) -> None:
         await asyncio.gather(*(self._register(address) for address in self.addresses))
@@ -191,6 +192,8 @@ class NameServerRegistrar:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+            async with self._rounds:
+                self._rounds.notify_all()
         identity = self._identity
         request_fields = {
             "brokerAddr": identity.broker_addr,
