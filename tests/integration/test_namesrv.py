@@ -48,8 +48,12 @@ def test_broker_registers_and_routes_follow_topics(
             assert "No topic route info in name server for the topic: Fresh" in missing.remark
             tbw = await client.invoke(first.address, route_request("TBW102", 479), 5)
             assert tbw.code == ResponseCode.SUCCESS
+            # Not the connection's first request: later ones start eagerly, outside any task,
+            # which the wait for the registration must allow.
+            runtime = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            assert (await client.invoke(broker.address, runtime, 5)).code == ResponseCode.SUCCESS
             sent = await client.invoke(broker.address, send_v2("Fresh", 0, b"x"), 5)
-            assert sent.code == ResponseCode.SUCCESS
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
 
             async def fresh_route() -> TopicRouteData | None:
                 answer = await client.invoke(second.address, route_request("Fresh", 479), 5)

@@ -480,9 +480,11 @@ class BrokerServer:
         registrar = self.registrar
         if registrar is None:
             return
+        # `wait_for`, not `asyncio.timeout`: a send starts eagerly, outside any task.
         try:
-            async with asyncio.timeout(self.config.register_broker_timeout_ms / 1000):
-                await registrar.register_now()
+            await asyncio.wait_for(
+                registrar.register_now(), self.config.register_broker_timeout_ms / 1000
+            )
         except TimeoutError:
             log.warning("registering a new topic with the NameServers took too long; going on")
 
