@@ -19,6 +19,26 @@ pytest_plugins = ["pytester"]  # the testing plugin's own tests run pytest on ex
 settings.register_profile("pocketmq", deadline=None)
 settings.load_profile("pocketmq")
 
+HANDLER_FAILED = "handler for request code"
+"""What a server logs when a request handler raised (`Channel`): it answers SYSTEM_ERROR, which
+clients retry, so a test whose assertions pass may still have hidden a server bug."""
+
+
+@pytest.fixture(autouse=True)
+def no_handler_failed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test whose servers logged a request handler's exception: bad input gets a
+    precise answer, never a traceback. Reads the logs in the test's `tmp_path` once its
+    servers stopped (this fixture is set up first, so torn down last)."""
+    yield
+    tmp_path = request.node.funcargs.get("tmp_path")
+    if tmp_path is None:
+        return
+    for log in sorted(Path(tmp_path).rglob("*.log")):
+        with log.open(errors="replace") as lines:
+            failed = [line.rstrip() for line in lines if HANDLER_FAILED in line]
+        if failed:
+            pytest.fail(f"{log.name}: a request handler raised ({failed[0]}); see the log")
+
 
 @pytest.fixture
 def run_server(
