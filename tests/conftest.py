@@ -11,6 +11,7 @@ from hypothesis import settings
 from pocketmq.testing import ServerProcess, start_server_process
 from pocketmq.testing.plugin import print_log_if_failed
 from tests.integration.replication import BrokerGroup
+from tests.server_logs import first_handler_failure
 
 pytest_plugins = ["pytester"]  # the testing plugin's own tests run pytest on example suites
 
@@ -19,25 +20,17 @@ pytest_plugins = ["pytester"]  # the testing plugin's own tests run pytest on ex
 settings.register_profile("pocketmq", deadline=None)
 settings.load_profile("pocketmq")
 
-HANDLER_FAILED = "handler for request code"
-"""What a server logs when a request handler raised (`Channel`): it answers SYSTEM_ERROR, which
-clients retry, so a test whose assertions pass may still have hidden a server bug."""
-
 
 @pytest.fixture(autouse=True)
 def no_handler_failed(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fails a test whose servers logged a request handler's exception: bad input gets a
-    precise answer, never a traceback. Reads the logs in the test's `tmp_path` once its
-    servers stopped (this fixture is set up first, so torn down last)."""
+    """Fails a test whose servers logged a request handler's exception (`server_logs`): read
+    in the test's `tmp_path` once its servers stopped (this fixture is set up first, so torn
+    down last)."""
     yield
     tmp_path = request.node.funcargs.get("tmp_path")
-    if tmp_path is None:
-        return
-    for log in sorted(Path(tmp_path).rglob("*.log")):
-        with log.open(errors="replace") as lines:
-            failed = [line.rstrip() for line in lines if HANDLER_FAILED in line]
-        if failed:
-            pytest.fail(f"{log.name}: a request handler raised ({failed[0]}); see the log")
+    failure = first_handler_failure(Path(tmp_path)) if tmp_path is not None else None
+    if failure is not None:
+        pytest.fail(f"a request handler raised: {failure}")
 
 
 @pytest.fixture

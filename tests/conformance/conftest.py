@@ -18,6 +18,7 @@ from tests.conformance.reference import (
     java_drivers,
     v5_drivers,
 )
+from tests.server_logs import first_handler_failure
 
 
 @pytest.fixture(scope="package")
@@ -40,6 +41,9 @@ def pocketmq_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     server = start_up_process(work / "data", work / "pocketmq-up.log", "-c", str(config))
     yield server
     server.stop()
+    failure = first_handler_failure(work)
+    if failure is not None:
+        pytest.fail(f"a request handler of the conformance tests' pocketmq raised: {failure}")
 
 
 @pytest.fixture(scope="package")
