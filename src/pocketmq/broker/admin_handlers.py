@@ -158,7 +158,7 @@ class AdminHandlers:
         offsets: ConsumerOffsetTable,
         clock: Clock,
         on_topics_changed: Callable[[], None],
-        register_topics: Callable[[], Awaitable[None]],
+        topics_updated: Callable[[list[str]], Awaitable[None]],
         runtime_info: Callable[[], dict[str, str]],
     ) -> None:
         self._store = store
@@ -166,7 +166,7 @@ class AdminHandlers:
         self._offsets = offsets
         self._clock = clock
         self._on_topics_changed = on_topics_changed
-        self._register_topics = register_topics
+        self._topics_updated = topics_updated
         self._runtime_info = runtime_info
 
     def routes(self) -> dict[int, RequestHandler]:
@@ -196,10 +196,9 @@ class AdminHandlers:
         except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
         _warn_if_files_may_run_out(self._topics)
-        self._on_topics_changed()
         # As RocketMQ: answered once the NameServers know the topic, so that the route is
         # there for whoever asks next (a producer, `topicRoute`, another broker's creation).
-        await self._register_topics()
+        await self._topics_updated([header.topic])
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     @answers_header_errors(ResponseCode.INVALID_PARAMETER)

@@ -1,7 +1,10 @@
 """Registration with the NameServers (`BrokerOuterAPI.registerBrokerAll`).
 
-The broker registers with every NameServer at start, every `registerNameServerPeriod` (clamped
-to 10-60 s as RocketMQ does) and whenever its topics change; it unregisters at a clean stop.
+The broker registers every topic with every NameServer at start, every
+`registerNameServerPeriod` (clamped to 10-60 s as RocketMQ does) and when its table changes
+otherwise (a slave's copy, a deletion); a topic created or updated goes alone, at once (an
+increment, as RocketMQ's `registerIncrementBrokerData`), so that creating many topics costs
+each a small registration rather than the whole table. It unregisters at a clean stop.
 NameServers are independent: one that is down is retried at the next round and does not delay
 the others. A NameServer that refuses the registration (another live broker holds this broker
 name and id) is logged once as an error; the broker keeps serving and keeps trying, and is
@@ -83,9 +86,6 @@ class NameServerRegistrar:
         self.master_address: str | None = None
         self.master_ha_address: str | None = None
         self._wakeup = asyncio.Event()
-        self._rounds = asyncio.Condition()
-        self._rounds_begun = 0
-        self._rounds_ended = 0
         self.registered: dict[str, bool] = {}
         self.refusals: dict[str, str] = {}
         """NameServer -> its last refusal (`code N remark`), until it accepts again."""
@@ -115,27 +115,20 @@ class NameServerRegistrar:
         """Registers again at once (topics changed)."""
         self._wakeup.set()
 
-    async def register_now(self) -> None:
-        """Registers at once and returns when the NameServers have answered, as RocketMQ
-        answers a topic's creation only once they know it: a client routes it next.
-
-        Waits for a round that begins after the call (one under way may have read the topics
-        before the change), so a change asked for with `register_soon` as well is sent once.
-        """
-        if self._task is None or self._task.done():
-            await self.register_all()
-            return
-        async with self._rounds:
-            wanted = self._rounds_begun + 1
-            self._wakeup.set()
-            # Or until the rounds stop (the broker is stopping): nothing registers any more.
-            await self._rounds.wait_for(lambda: self._rounds_ended >= wanted or self._task is None)
+    async def register_topics(self, document: dict[str, Any]) -> None:
+        """Sends part of the topics (`TopicTable.increment`) to every NameServer and returns
+        once each has answered or failed, as RocketMQ answers a topic's creation only once
+        they know it: a client routes it next. A NameServer keeps the broker's other topics;
+        with `deleteTopicWithBrokerRegistration` it drops them until the next round, as
+        RocketMQ's does."""
+        await asyncio.gather(*(self._register(address, document) for address in self.addresses))
 
     async def register_all(self) -> None:
         await asyncio.gather(*(self._register(address) for address in self.addresses))
 
-    async def _register(self, address: str) -> None:
-        document = self._topics_document()
+    async def _register(self, address: str, document: dict[str, Any] | None = None) -> None:
+        if document is None:
+            document = self._topics_document()
         if self._state_version is not None:
             version = {**document.get("dataVersion", {}), "stateVersion": self._state_version}
             document = {**document, "dataVersion": version}
@@ -179,21 +172,13 @@ class NameServerRegistrar:
                 pass
             # Cleared before the round: a change during the round triggers another one.
             self._wakeup.clear()
-            self._rounds_begun += 1
-            try:
-                await self.register_all()
-            finally:
-                async with self._rounds:
-                    self._rounds_ended = self._rounds_begun
-                    self._rounds.notify_all()
+            await self.register_all()
 
     async def stop(self) -> None:
         """Stops the rounds and unregisters from every NameServer (best effort)."""
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
-            async with self._rounds:
-                self._rounds.notify_all()
         identity = self._identity
         request_fields = {
             "brokerAddr": identity.broker_addr,

@@ -171,7 +171,7 @@ class SendHandler:
         topics: TopicTable,
         settings: SendSettings,
         clock: Clock,
-        on_topic_created: Callable[[TopicConfig], None],
+        topics_created: Callable[[list[str]], Awaitable[None]],
         *,
         broker_permission: int = PERM_READ | PERM_WRITE,
         find_group: Callable[[str], Awaitable[RetrySettings | None]] | None = None,
@@ -184,8 +184,10 @@ class SendHandler:
             topics: The broker's topic table; auto-created topics are added to it.
             settings: Auto-created topics' size and the fields every answer echoes.
             clock: Time for the topic table's data version.
-            on_topic_created: Called with each auto-created topic, after it is in the table;
-                the broker re-registers with the NameServers then. Must not raise or block.
+            topics_created: Awaited with the topics a send created (its own, a dead-letter
+                topic) before the send is answered: the broker saves them and returns once
+                the NameServers know them, as RocketMQ does, so the producer's next route
+                lookup finds them. Must not raise.
             broker_permission: `brokerPermission`; without PERM_WRITE every send is refused.
             find_group: A consumer group's settings, or None for an unknown group; sends to
                 retry topics are checked against it. Without it they are stored as sent.
@@ -197,13 +199,11 @@ class SendHandler:
         self.settings = settings
         self.store_host = settings.store_host
         self.clock = clock
-        self.on_topic_created = on_topic_created
+        self.topics_created = topics_created
         self.broker_permission = broker_permission
         self.find_group = find_group
         self._rng = rng or random.Random()
-        self.topic_registered: Callable[[], Awaitable[None]] | None = None
         self.metrics: BrokerMetrics | None = None
-        """Waits until the NameServers know the broker's topics (after an auto-creation)."""
 
     async def handle(self, request: RemotingCommand, channel: PeerChannel) -> RemotingCommand:
         """Answers one send request; a `RequestHandler` for codes 10, 310 and 320.
@@ -218,7 +218,10 @@ class SendHandler:
         """
         try:
             header = decode_send_header(request)
-            new_topic = header.topic not in self.topics.topics
+        except HeaderError as exc:
+            return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        new_topic = header.topic not in self.topics.topics
+        try:
             topic_config = self._check(header, channel.remote_address)
             queue_id = header.queue_id
             if queue_id < 0:
@@ -240,10 +243,12 @@ class SendHandler:
             return self._answer(request, ResponseCode.INVALID_PARAMETER, str(exc))
         except PutRefusal as exc:
             return self._answer(request, exc.code, exc.remark)
-        if new_topic and self.topic_registered is not None:
-            # As RocketMQ: a topic created by a send is known to the NameServers by the time
-            # the send is answered, so the producer's next route lookup finds it.
-            await self.topic_registered()
+        finally:
+            if new_topic and header.topic in self.topics.topics:
+                # Created here, whether the put was refused or not. As RocketMQ: the send is
+                # answered once the NameServers know the topic, so the producer's next route
+                # lookup finds it.
+                await self.topics_created([header.topic])
         return self._answer_put(request, put, queue_id, header)
 
     # -- checks (`AbstractSendMessageProcessor.msgCheck`) ----------------------------------
@@ -301,10 +306,10 @@ class SendHandler:
             return None
         topic = dlq_topic(group)
         if self.topics.get(topic) is None:
-            config = self.topics.create_system_topic(
+            self.topics.create_system_topic(
                 topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE, self.clock.now_ms()
             )
-            self.on_topic_created(config)
+            await self.topics_created([topic])
         log.info(
             "message sent to %s after %d reconsume times (max %d) goes to %s",
             header.topic,
@@ -333,7 +338,6 @@ class SendHandler:
             config.write_queue_nums,
             producer,
         )
-        self.on_topic_created(config)
         return config
 
     # -- building and storing --------------------------------------------------------------

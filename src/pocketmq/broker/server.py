@@ -334,7 +334,7 @@ class BrokerServer:
             period_ms=self.config.register_name_server_period_ms,
             timeout_ms=self.config.register_broker_timeout_ms,
         )
-        wiring.topics_registered = self._register_topics_now
+        wiring.topics_updated = self._topics_updated
         await server.serve()
         if dledger is not None:
             await dledger.start()
@@ -476,17 +476,23 @@ class BrokerServer:
     def _registration_document(self) -> dict[str, Any]:
         return self.topics.snapshot()
 
-    async def _register_topics_now(self) -> None:
+    async def _topics_updated(self, names: list[str]) -> None:
+        """Saves the topics and sends the named ones to the NameServers, returning once they
+        answered (bounded by `registerBrokerTimeoutMills`)."""
+        if self._persistence is not None:
+            self._persistence.topics_changed()
         registrar = self.registrar
         if registrar is None:
             return
+        document = self.topics.increment(names, self.clock.now_ms())
         # `wait_for`, not `asyncio.timeout`: a send starts eagerly, outside any task.
         try:
             await asyncio.wait_for(
-                registrar.register_now(), self.config.register_broker_timeout_ms / 1000
+                registrar.register_topics(document), self.config.register_broker_timeout_ms / 1000
             )
         except TimeoutError:
-            log.warning("registering a new topic with the NameServers took too long; going on")
+            log.warning("registering topic %s with the NameServers took too long; going on",
+                        ", ".join(names))  # fmt: skip
 
     def _topics_changed(self) -> None:
         if self._persistence is not None:

@@ -11,6 +11,7 @@ pure and fast; every change bumps `data_version`, which the broker reports to Na
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -161,6 +162,21 @@ class TopicTable:
         return {
             "dataVersion": self.data_version.to_json(),
             "topicConfigTable": {name: c.to_json() for name, c in sorted(self.topics.items())},
+        }
+
+    def increment(self, names: Iterable[str], now_ms: int) -> dict[str, Any]:
+        """The document of an incremental registration: the named topics that exist, under
+        a data version of its own (RocketMQ's `registerIncrementBrokerData`).
+
+        A NameServer skips the topics of a registration whose data version it already holds,
+        and two changes may be sent under one version (the second made before the first was
+        sent); a version bumped for each increment keeps both.
+        """
+        self.data_version = self.data_version.bumped(now_ms)
+        topics = self.topics
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {n: topics[n].to_json() for n in names if n in topics},
         }
 
     def get(self, name: str) -> TopicConfig | None:

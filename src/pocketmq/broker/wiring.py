@@ -41,7 +41,7 @@ from pocketmq.broker.send import SendHandler, SendSettings
 from pocketmq.broker.send_back import SendBackHandler
 from pocketmq.broker.timer_handlers import RecallHandler
 from pocketmq.broker.timer_messages import TimerSettings
-from pocketmq.broker.topics import TopicConfig, TopicTable
+from pocketmq.broker.topics import TopicTable
 from pocketmq.broker.transaction.check_service import RoundRobinProducers, TransactionCheckService
 from pocketmq.broker.transaction.half_messages import CheckSettings
 from pocketmq.broker.transaction.handlers import EndTransactionHandler
@@ -188,8 +188,9 @@ class BrokerWiring:
         self._persist_offsets_now = persist_offsets_now
         self._runtime_info = runtime_info
         self.delay_delivery = delay_delivery
-        self.topics_registered: Callable[[], Awaitable[None]] | None = None
-        """Registers with the NameServers now (the server sets it once it has a registrar)."""
+        self.topics_updated: Callable[[list[str]], Awaitable[None]] | None = None
+        """Saves the topics and registers the named ones with the NameServers, returning once
+        they know them (the server sets it once it has a registrar)."""
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
         if (isinstance(replica, ReplicaRole) and replica.is_slave) or isinstance(
@@ -240,7 +241,7 @@ class BrokerWiring:
             self.offsets,
             self.clock,
             self._topics_changed,
-            self._register_topics_now,
+            self._topics_updated,
             self._runtime_info,
         )
         client_handlers = self.client_handlers
@@ -313,14 +314,12 @@ class BrokerWiring:
             await self.admin_stats.ensure_group(group)
         return groups.get(group)
 
-    async def _register_topics_now(self) -> None:
-        # Looked up at each call: the server sets `topics_registered` after the routes are built.
-        if self.topics_registered is not None:
-            await self.topics_registered()
-
-    def _topic_created(self, config: TopicConfig) -> None:
-        log.info("topic %s created on first send", config.topic_name)
-        self._topics_changed()
+    async def _topics_updated(self, names: list[str]) -> None:
+        # Looked up at each call: the server sets `topics_updated` after the routes are built.
+        if self.topics_updated is not None:
+            await self.topics_updated(names)
+        else:
+            self._topics_changed()
 
     def _delay_offsets_document(self) -> dict[str, Any]:
         return self.delay_delivery.offsets.snapshot()
@@ -335,11 +334,10 @@ class BrokerWiring:
             self.topics,
             SendSettings.from_config(config, store.store_host),
             self.clock,
-            self._topic_created,
+            self._topics_updated,
             broker_permission=config.broker_permission,
             find_group=self._find_group,
         )
-        send.topic_registered = self._register_topics_now
         send_back = SendBackHandler(
             store,
             self.topics,

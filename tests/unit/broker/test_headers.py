@@ -79,7 +79,7 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     opened.close()
 
 
-async def _registered() -> None:
+async def _registered(names: list[str]) -> None:
     pass
 
 

@@ -1,6 +1,6 @@
-"""`NameServerRegistrar.register_now`, against a NameServer on loopback: it returns once the
-NameServer routes what the broker's topics hold, a change asked for by `register_soon` too is
-sent once, and it does not wait for rounds that stopped."""
+"""`NameServerRegistrar.register_topics`, against a NameServer on loopback: it returns once the
+NameServer routes the topics it carries, without reading or sending the whole table, and two
+changes sent in either order both reach the routes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.route_json import decode_topic_route
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.server import NamesrvServer
 from pocketmq.remoting.command import RemotingCommand
@@ -19,8 +20,7 @@ IDENTITY = BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911", "1
 
 
 class Documents:
-    """The broker's topics as the registrar reads them, counting the reads (one a NameServer
-    a round)."""
+    """The broker's topics as the registrar reads them for a round, counting the reads."""
 
     def __init__(self) -> None:
         self.topics = TopicTable(cluster_name="DefaultCluster", broker_name="broker-a")
@@ -32,13 +32,18 @@ class Documents:
         return self.topics.snapshot()
 
 
-async def _routed(client: RemotingClient, namesrv: str, topic: str) -> bool:
+async def _write_queues(client: RemotingClient, namesrv: str, topic: str) -> int | None:
+    """The topic's write queues on broker-a by the NameServer's route, None when unrouted."""
     request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-    return (await client.invoke(namesrv, request, 5)).code == ResponseCode.SUCCESS
+    response = await client.invoke(namesrv, request, 5)
+    if response.code != ResponseCode.SUCCESS:
+        return None
+    route = decode_topic_route(response.body)
+    return next(q.write_queue_nums for q in route.queue_datas if q.broker_name == "broker-a")
 
 
-def test_register_now_returns_once_the_topic_is_routed_and_sends_a_change_once() -> None:
-    async def scenario() -> None:
+def run_with_registrar(scenario: Any) -> None:
+    async def main() -> None:
         namesrv = NamesrvServer(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
         address = f"127.0.0.1:{await namesrv.start()}"
         client = RemotingClient()
@@ -47,22 +52,55 @@ def test_register_now_returns_once_the_topic_is_routed_and_sends_a_change_once()
         try:
             await registrar.register_all()
             registrar.start()
-            for round_ in range(3):
-                topic = f"Fresh{round_}"
-                documents.topics.update(TopicConfig(topic, 4, 4), 0)
-                before = documents.reads
-                registrar.register_soon()  # as the broker's change of topics asks
-                await registrar.register_now()
-                assert await _routed(client, address, topic)
-                assert documents.reads == before + 1
-            await registrar.stop()
-            # Stopped: it registers by itself rather than waiting for rounds that will not come.
-            documents.topics.update(TopicConfig("Late", 4, 4), 0)
-            await asyncio.wait_for(registrar.register_now(), 5)
-            assert await _routed(client, address, "Late")
+            await scenario(registrar, documents, client, address)
         finally:
             await registrar.stop()
             await client.close()
             await namesrv.stop()
 
-    asyncio.run(scenario())
+    asyncio.run(main())
+
+
+def test_register_topics_returns_once_routed_and_sends_only_those_topics() -> None:
+    async def scenario(
+        registrar: NameServerRegistrar, documents: Documents, client: RemotingClient, ns: str
+    ) -> None:
+        for round_ in range(3):
+            topic = f"Fresh{round_}"
+            documents.topics.update(TopicConfig(topic, 4, 4), 0)
+            reads = documents.reads
+            increment = documents.topics.increment([topic], 0)
+            assert list(increment["topicConfigTable"]) == [topic]
+            await registrar.register_topics(increment)
+            assert await _write_queues(client, ns, topic) == 4
+            assert documents.reads == reads  # the whole table was neither read nor sent
+        # The broker's other topics stay routed, and a full round after changes nothing.
+        await registrar.register_all()
+        assert await _write_queues(client, ns, "Fresh0") == 4
+        assert await _write_queues(client, ns, "TBW102") == 8
+
+    run_with_registrar(scenario)
+
+
+def test_changes_sent_in_either_order_both_reach_the_routes() -> None:
+    """Two changes made before either is sent: without a version of its own for each, the
+    NameServer takes the second as one it has seen and keeps the old queue count."""
+
+    async def scenario(
+        registrar: NameServerRegistrar, documents: Documents, client: RemotingClient, ns: str
+    ) -> None:
+        topics = documents.topics
+        topics.update(TopicConfig("Grown", 4, 4), 0)
+        await registrar.register_topics(topics.increment(["Grown"], 0))
+        assert await _write_queues(client, ns, "Grown") == 4
+        # A send creates one topic and, while its put is under way, an admin grows another.
+        topics.update(TopicConfig("Created", 2, 2), 0)
+        topics.update(TopicConfig("Grown", 8, 8), 0)
+        grown = topics.increment(["Grown"], 0)
+        created = topics.increment(["Created"], 0)
+        await registrar.register_topics(created)
+        await registrar.register_topics(grown)
+        assert await _write_queues(client, ns, "Created") == 2
+        assert await _write_queues(client, ns, "Grown") == 8
+
+    run_with_registrar(scenario)

@@ -100,16 +100,19 @@ class Broker:
         seed: int = 7,
     ) -> None:
         self.topics = make_topics(auto_create=auto_create)
-        self.created: list[TopicConfig] = []
+        self.created: list[str] = []
         clock = ManualClock(NOW)
         self.handler = SendHandler(
             PutPath(store, clock, PutSettings(max_message_size=max_message_size)),
             self.topics,
             SendSettings(STORE_HOST, default_topic_queue_nums=8),
             clock,
-            self.created.append,
+            self._topics_created,
             rng=random.Random(seed),
         )
+
+    async def _topics_created(self, names: list[str]) -> None:
+        self.created.extend(names)
 
     def send(self, *requests: RemotingCommand, producer: str = PRODUCER) -> list[RemotingCommand]:
         """Hands the requests to the handler one after another, in one event loop."""
@@ -440,12 +443,11 @@ def test_unknown_topic_is_created_from_tbw102_and_reported_once(store: MessageSt
     )
     for offset, response in enumerate(responses):
         assert_send_result(response, queue_id=3, queue_offset=offset)
-    assert len(broker.created) == 1
-    created = broker.created[0]
-    assert created.topic_name == "NewTopic"
+    assert broker.created == ["NewTopic"]
+    created = broker.topics.get("NewTopic")
+    assert created is not None
     assert (created.read_queue_nums, created.write_queue_nums) == (4, 4)
     assert created.perm == PERM_READ | PERM_WRITE
-    assert broker.topics.get("NewTopic") is created
 
 
 def test_auto_created_topic_takes_at_most_the_default_topics_queues(store: MessageStore) -> None:
@@ -453,7 +455,8 @@ def test_auto_created_topic_takes_at_most_the_default_topics_queues(store: Messa
     fields = v1_fields(topic="Wide", defaultTopicQueueNums="64", queueId="0")
     (response,) = broker.send(request(RequestCode.SEND_MESSAGE, fields))
     assert response.code == ResponseCode.SUCCESS
-    assert broker.created[0].write_queue_nums == 8  # TBW102's queues
+    assert broker.created == ["Wide"]
+    assert broker.topics.topics["Wide"].write_queue_nums == 8  # TBW102's queues
 
 
 def test_non_positive_queue_count_in_the_request_falls_back_to_the_brokers(
@@ -463,7 +466,8 @@ def test_non_positive_queue_count_in_the_request_falls_back_to_the_brokers(
     fields = v1_fields(topic="NoCount", defaultTopicQueueNums="0", queueId="0")
     (response,) = broker.send(request(RequestCode.SEND_MESSAGE, fields))
     assert response.code == ResponseCode.SUCCESS
-    assert broker.created[0].write_queue_nums == 8
+    assert broker.created == ["NoCount"]
+    assert broker.topics.topics["NoCount"].write_queue_nums == 8
 
 
 def test_unknown_topic_without_auto_create_is_topic_not_exist(store: MessageStore) -> None:

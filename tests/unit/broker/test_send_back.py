@@ -190,7 +190,7 @@ class Broker:
             self.topics,
             SendSettings(STORE_HOST),
             self.clock,
-            lambda config: self._created(),
+            self._topics_created,
             find_group=self.find_group,
             rng=random.Random(1),
         )
@@ -207,6 +207,9 @@ class Broker:
 
     def _created(self) -> None:
         self.created_topics += 1
+
+    async def _topics_created(self, names: list[str]) -> None:
+        self.created_topics += len(names)
 
     async def find_group(self, group: str) -> SubscriptionGroupConfig | None:
         return self.groups.get(group)

@@ -37,6 +37,10 @@ SETTINGS = TimerSettings(enabled=True, precision_ms=1000, max_delay_sec=3600, br
 TOPIC = "Orders"
 
 
+async def no_topics_created(names: list[str]) -> None:
+    """Sends here create no topic."""
+
+
 def message(properties: dict[str, str | None], *, sys_flag: int = 0) -> MessageToStore:
     return MessageToStore(
         topic=TOPIC,
@@ -226,7 +230,7 @@ def handle_send(store: FakeStore, request: RemotingCommand) -> RemotingCommand:
         topic_table(),
         SendSettings(("10.0.0.1", 10911), default_topic_queue_nums=4),
         clock,
-        lambda _: None,
+        no_topics_created,
     )
     return asyncio.run(handler.handle(request, FakeChannel()))
 

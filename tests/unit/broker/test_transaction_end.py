@@ -42,6 +42,10 @@ UNIQ = "0A000001000012340000AAAA00000001"
 DELAY_LEVELS = (1000, 5000, 10000)
 
 
+async def no_topics_created(names: list[str]) -> None:
+    """Sends here create no topic."""
+
+
 @dataclass
 class FakeChannel:
     remote_address: str = "10.0.0.7:52000"
@@ -76,7 +80,7 @@ class Broker:
             topics,
             SendSettings(STORE_HOST),
             clock,
-            lambda _: None,
+            no_topics_created,
             rng=random.Random(1),
         )
         self.end_handler = EndTransactionHandler(
