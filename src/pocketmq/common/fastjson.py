@@ -9,9 +9,10 @@ fastjson departs from standard JSON in two places RocketMQ bodies rely on:
   `ConsumeStats`).
 
 `dumps` writes the first form (or, with `standard_json`, quotes every key and escapes non-ASCII
-as `BrowserCompatible` does); `parse_fastjson` reads it at `json` module speed by quoting bare
-numeric keys first. `parse_fastjson_any_keys` reads the second form too, with a small recursive
-reader: an object or array in key position becomes a hashable sorted tuple (`freeze_key`).
+as `BrowserCompatible` does); `parse_fastjson` reads standard JSON with orjson, and the first
+form at `json` module speed by quoting bare numeric keys first. `parse_fastjson_any_keys` reads
+the second form too, with a small recursive reader: an object or array in key position becomes
+a hashable sorted tuple (`freeze_key`).
 
 Both readers raise `FastjsonError` for anything that is not JSON in either form; nesting is
 bounded, so a hostile body cannot exhaust the stack.
@@ -23,6 +24,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
+
+import orjson
 
 DEPTH_MAX: Final = 64
 """Nesting `parse_fastjson_any_keys` accepts; RocketMQ bodies nest at most five levels."""
@@ -116,6 +119,13 @@ def parse_fastjson(data: bytes | str) -> object:
     Raises:
         FastjsonError: Not UTF-8, or not JSON even after quoting numeric keys.
     """
+    try:
+        # Most bodies are standard JSON (pocketmq's brokers and clients write it; Java writes
+        # bare keys only in a few maps): orjson reads those several times faster. It refuses
+        # the rest, which the slower path reads as before.
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         parsed: object = json.loads(quote_numeric_keys(text))

@@ -28,7 +28,9 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem, write_file_durably
 
@@ -107,7 +109,7 @@ class JsonFile:
         if not isinstance(data, dict | list):
             # A torn prefix of a scalar (`12` of `123`) would parse; of an object it cannot.
             raise TypeError(f"metadata must be a JSON object or array, not {type(data).__name__}")
-        content = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+        content = _encode(data)
         fs = self._fs
         with self._lock:
             fs.make_dirs(self.path.parent)
@@ -156,3 +158,25 @@ def _describe(problem: Exception | None) -> str:
     if isinstance(problem, OSError):
         return f"unreadable: {problem.strerror or problem}"
     return f"not valid JSON: {problem}"
+
+
+# What the standard encoder would make of anything else (a subclass of str or int, a
+# dataclass, an integer over 64 bits) is left to it: the two write the same bytes for the rest.
+_ORJSON_OPTIONS: Final = (
+    orjson.OPT_INDENT_2
+    | orjson.OPT_NON_STR_KEYS
+    | orjson.OPT_APPEND_NEWLINE
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
+def _encode(data: Any) -> bytes:
+    """The document as `json.dumps(data, indent=2, ensure_ascii=False)` writes it, and a line
+    end; orjson makes it about twenty times faster (a topics.json of thousands of topics is
+    saved on every change of a topic)."""
+    try:
+        return orjson.dumps(data, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()

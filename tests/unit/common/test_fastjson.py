@@ -57,7 +57,7 @@ def test_any_key_reader_says_where_a_body_breaks(text: str, where: str) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
     ),
@@ -70,3 +70,25 @@ def test_standard_json_reads_the_same_with_either_reader(value: object) -> None:
     text = json.dumps(value)
     assert parse_fastjson(text) == value
     assert parse_fastjson_any_keys(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"s":"\\ud800"}', '{"n":NaN,"i":-Infinity}', '{"f":1e400,"g":0.1}', '{"a":1,"a":2}',
+     '{"long":[9223372036854775807,-9223372036854775808]}'],
+)  # fmt: skip
+def test_what_orjson_refuses_or_reads_otherwise_reads_as_the_json_module_does(text: str) -> None:
+    assert repr(parse_fastjson(text)) == repr(json.loads(text))
+    assert repr(parse_fastjson(text.encode())) == repr(json.loads(text))
+
+
+def test_integers_beyond_javas_long_read_as_floats() -> None:
+    """orjson's one departure from the json module on standard JSON; no RocketMQ body holds
+    such a number (Java writes longs), and the route decoders refuse a float where they want
+    an integer."""
+    assert parse_fastjson("[18446744073709551616]") == [float(2**64)]
+
+
+def test_nesting_too_deep_for_either_reader_is_refused() -> None:
+    with pytest.raises(FastjsonError, match="not JSON"):
+        parse_fastjson("[" * 100_000 + "]" * 100_000)

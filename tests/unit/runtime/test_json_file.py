@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pocketmq.runtime.json_file import JsonFile, MetadataError
+from pocketmq.runtime.json_file import JsonFile, MetadataError, _encode
 from pocketmq.testing.simulated_disk import PowerLost, SimulatedDisk
 
 OLD: dict[str, Any] = {"offsetTable": {"TopicTest@group": {"0": 12, "1": 7}}, "version": 1}
@@ -277,3 +279,36 @@ def test_save_of_unencodable_data_leaves_files_untouched(tmp_path: Path) -> None
         file.save({"when": object()})
     assert file.load() == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["topics.json"]
+
+
+_JSON_LEAVES = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)
+_JSON_DOCUMENTS = st.recursive(
+    _JSON_LEAVES,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(-5, 5), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), _JSON_DOCUMENTS, max_size=4))
+def test_saved_bytes_are_the_standard_encoders(data: dict[str, Any]) -> None:
+    """orjson writes the file; a file written by the standard encoder before reads the same
+    (metadata documents hold no floats)."""
+    assert _encode(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"big": 2**70}, {_Name("key"): _Name("value")}, {"list": [(1, 2)], "é": "\u2028"}],
+)
+def test_what_orjson_would_write_otherwise_goes_to_the_standard_encoder(
+    data: dict[str, Any],
+) -> None:
+    assert _encode(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
