@@ -53,12 +53,21 @@ def _forced(ext_fields: Mapping[str, str]) -> bool:
     return ext_fields.get("force", "").strip().lower() == "true"
 
 
-def _warn_if_files_may_run_out(topics: TopicTable) -> None:
-    """Warns when the topics' queues, once written, would need more open files than the process
-    may hold: the broker would then fail to create a queue file in the middle of a put."""
-    queues = sum(max(c.read_queue_nums, c.write_queue_nums) for c in topics.topics.values())
+def _queues(config: TopicConfig | None) -> int:
+    return 0 if config is None else max(config.read_queue_nums, config.write_queue_nums)
+
+
+def _warn_if_files_may_run_out(topics: TopicTable, grown_by: int) -> None:
+    """Warns when a change that added `grown_by` queues takes the topics' queues, once written,
+    past the open files the process may hold: the broker would then fail to create a queue
+    file in the middle of a put. Once, at the crossing: not again at each creation after it."""
+    if grown_by <= 0:
+        return
+    queues = sum(_queues(c) for c in topics.topics.values())
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit:
+    if limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit >= (
+        (queues - grown_by) * FILES_PER_QUEUE
+    ):
         log.warning(
             "topics now have %d queues; written, they hold about %d open files, and this "
             "process may open %d: raise it (ulimit -n) before they fill",
@@ -191,11 +200,12 @@ class AdminHandlers:
                 f"The topic[{header.topic}] is conflict with system topic.",
             )
         try:
-            config = header.topic_config(self._topics.get(header.topic))
+            before = self._topics.get(header.topic)
+            config = header.topic_config(before)
             self._topics.update(config, self._clock.now_ms())
         except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        _warn_if_files_may_run_out(self._topics)
+        _warn_if_files_may_run_out(self._topics, _queues(config) - _queues(before))
         # As RocketMQ: answered once the NameServers know the topic, so that the route is
         # there for whoever asks next (a producer, `topicRoute`, another broker's creation).
         await self._topics_updated([header.topic])

@@ -91,11 +91,15 @@ def test_queues_that_would_exhaust_open_files_are_warned_of(
     monkeypatch.setattr(admin_handlers.resource, "getrlimit", lambda _: (1024, 1024))
     table = make_table()
     table.update(TopicConfig("Fits", 256, 256), NOW)
-    admin_handlers._warn_if_files_may_run_out(table)
+    admin_handlers._warn_if_files_may_run_out(table, 256)
     assert "ulimit" not in caplog.text
     table.update(TopicConfig("Wide", 2_000, 2_000), NOW)
-    admin_handlers._warn_if_files_may_run_out(table)
-    assert "raise it (ulimit -n)" in caplog.text
+    admin_handlers._warn_if_files_may_run_out(table, 2_000)
+    assert caplog.text.count("raise it (ulimit -n)") == 1
+    # Said once, at the crossing: not again for each topic created after it.
+    table.update(TopicConfig("More", 8, 8), NOW)
+    admin_handlers._warn_if_files_may_run_out(table, 8)
+    assert caplog.text.count("raise it (ulimit -n)") == 1
 
 
 def test_snapshot_round_trips_in_rocketmq_shape() -> None:
