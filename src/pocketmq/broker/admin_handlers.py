@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import resource
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -37,8 +36,6 @@ from pocketmq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 DEFAULT_QUERY_MAX_NUM: Final = 32
-FILES_PER_QUEUE: Final = 1
-"""Open files a written queue holds: its mapped ConsumeQueue file's (more once it rolls)."""
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 
 
@@ -51,28 +48,6 @@ def _int_field(ext_fields: Mapping[str, str], name: str, default: str) -> int:
 
 def _forced(ext_fields: Mapping[str, str]) -> bool:
     return ext_fields.get("force", "").strip().lower() == "true"
-
-
-def _queues(config: TopicConfig | None) -> int:
-    return 0 if config is None else max(config.read_queue_nums, config.write_queue_nums)
-
-
-def _warn_if_files_may_run_out(topics: TopicTable, grown_by: int) -> None:
-    """Warns when a change that added `grown_by` queues takes the topics' queues, once written,
-    past the open files the process may hold: the broker would then fail to create a queue
-    file in the middle of a put. Once, at the crossing: not again at each creation after it."""
-    if grown_by <= 0:
-        return
-    queues = sum(_queues(c) for c in topics.topics.values())
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit >= (
-        (queues - grown_by) * FILES_PER_QUEUE
-    ):
-        log.warning(
-            "topics now have %d queues; written, they hold about %d open files, and this "
-            "process may open %d: raise it (ulimit -n) before they fill",
-            queues, queues * FILES_PER_QUEUE, limit,
-        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +175,10 @@ class AdminHandlers:
                 f"The topic[{header.topic}] is conflict with system topic.",
             )
         try:
-            before = self._topics.get(header.topic)
-            config = header.topic_config(before)
+            config = header.topic_config(self._topics.get(header.topic))
             self._topics.update(config, self._clock.now_ms())
         except (TopicError, ValueError) as exc:
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        _warn_if_files_may_run_out(self._topics, _queues(config) - _queues(before))
         # As RocketMQ: answered once the NameServers know the topic, so that the route is
         # there for whoever asks next (a producer, `topicRoute`, another broker's creation).
         await self._topics_updated([header.topic])

@@ -2,18 +2,48 @@
 `flushConsumerOffsetInterval` (and at once for a commit that waits for its answer), delay
 offsets along with them, topics whenever they change, and all of them at shutdown.
 
-Files are written off the loop (`asyncio.to_thread`).
+Files are written off the loop (`asyncio.to_thread`). Each save of the topics also checks that
+their queues, once written, fit in the open files the process may hold.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
+from typing import Final
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
 from pocketmq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+FILES_PER_QUEUE: Final = 1
+"""Open files a written queue holds: its mapped ConsumeQueue file's (more once it rolls)."""
+
+
+class OpenFilesCheck:
+    """Warns when the topics' queues, once written, would need more open files than the process
+    may hold: the broker would then fail to create a queue file in the middle of a put. Once
+    when they go over, not at every save after (again if they went under in between)."""
+
+    def __init__(self) -> None:
+        self._over = False
+
+    def check(self, topics: TopicTable) -> None:
+        queues = sum(max(c.read_queue_nums, c.write_queue_nums) for c in topics.topics.values())
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        over = limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit
+        if over and not self._over:
+            log.warning(
+                "topics now have %d queues; written, they hold about %d open files, and this "
+                "process may open %d: raise it (ulimit -n) before they fill",
+                queues, queues * FILES_PER_QUEUE, limit,
+            )  # fmt: skip
+        self._over = over
 
 
 class MetadataPersistence:
@@ -44,6 +74,7 @@ class MetadataPersistence:
         self._offset_saves_asked = 0
         self._offset_saves_done = 0
         self._topics_dirty = asyncio.Event()
+        self._open_files = OpenFilesCheck()
 
     def topics_changed(self) -> None:
         """Asks the topics loop for a save."""
@@ -92,5 +123,8 @@ class MetadataPersistence:
             await asyncio.to_thread(self._store.metadata.consumer_offsets.save, document)
 
     async def _persist_topics(self) -> None:
+        # Here rather than at each creation: saves are coalesced, and a creation by a send or
+        # a topics.json loaded at start counts as much as an `updateTopic`.
+        self._open_files.check(self._topics)
         document = self._topics.snapshot()
         await asyncio.to_thread(self._store.metadata.topics.save, document)

@@ -86,20 +86,26 @@ def test_a_topic_takes_as_many_queues_as_rocketmq_users_make() -> None:
 def test_queues_that_would_exhaust_open_files_are_warned_of(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pocketmq.broker import admin_handlers
+    from pocketmq.broker import persistence
 
-    monkeypatch.setattr(admin_handlers.resource, "getrlimit", lambda _: (1024, 1024))
+    monkeypatch.setattr(persistence.resource, "getrlimit", lambda _: (1024, 1024))
     table = make_table()
+    check = persistence.OpenFilesCheck()
     table.update(TopicConfig("Fits", 256, 256), NOW)
-    admin_handlers._warn_if_files_may_run_out(table, 256)
+    check.check(table)
     assert "ulimit" not in caplog.text
     table.update(TopicConfig("Wide", 2_000, 2_000), NOW)
-    admin_handlers._warn_if_files_may_run_out(table, 2_000)
+    check.check(table)
     assert caplog.text.count("raise it (ulimit -n)") == 1
-    # Said once, at the crossing: not again for each topic created after it.
+    # Said once when they go over, not again at each save after; again after going under.
     table.update(TopicConfig("More", 8, 8), NOW)
-    admin_handlers._warn_if_files_may_run_out(table, 8)
+    check.check(table)
     assert caplog.text.count("raise it (ulimit -n)") == 1
+    table.delete("Wide", NOW)
+    check.check(table)
+    table.update(TopicConfig("Wide", 2_000, 2_000), NOW)
+    check.check(table)
+    assert caplog.text.count("raise it (ulimit -n)") == 2
 
 
 def test_snapshot_round_trips_in_rocketmq_shape() -> None:
