@@ -1,6 +1,7 @@
 """Saving a running broker's metadata files: consumer offsets every
 `flushConsumerOffsetInterval` (and at once for a commit that waits for its answer), delay
-offsets along with them, topics whenever they change, and all of them at shutdown.
+offsets along with them, topics whenever they change (and at once for a topic's creation,
+answered once saved, as RocketMQ's is), and all of them at shutdown.
 
 Files are written off the loop (`asyncio.to_thread`). Each save of the topics also checks that
 their queues, once written, fit in the open files the process may hold.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from pocketmq.broker.config import BrokerConfig
@@ -46,6 +48,27 @@ class OpenFilesCheck:
         self._over = over
 
 
+class SharedSaves:
+    """Saves for callers that each need one begun after their call; callers waiting together
+    share one."""
+
+    def __init__(self, save: Callable[[], Awaitable[None]]) -> None:
+        self._save = save
+        self._lock = asyncio.Lock()
+        self._asked = 0
+        self._done = 0
+
+    async def save(self) -> None:
+        self._asked += 1
+        asked = self._asked
+        async with self._lock:
+            if self._done >= asked:
+                return  # a save that started after this call has finished
+            covers = self._asked
+            await self._save()
+            self._done = covers
+
+
 class MetadataPersistence:
     """The save loops of one broker over its loaded store."""
 
@@ -70,9 +93,8 @@ class MetadataPersistence:
         self._offsets = offsets
         self._config = config
         self._delay_delivery = delay_delivery
-        self._offset_save_lock = asyncio.Lock()
-        self._offset_saves_asked = 0
-        self._offset_saves_done = 0
+        self._offset_saves = SharedSaves(self._save_offsets)
+        self._topic_saves = SharedSaves(self._persist_topics)
         self._topics_dirty = asyncio.Event()
         self._open_files = OpenFilesCheck()
 
@@ -89,31 +111,26 @@ class MetadataPersistence:
         while True:
             await self._topics_dirty.wait()
             self._topics_dirty.clear()
-            await self._persist_topics()
+            await self._topic_saves.save()
 
     async def save_offsets_now(self) -> None:
         """Saves the consumer offsets committed so far; callers waiting together share a save
         (one that starts after each caller's call)."""
-        self._offset_saves_asked += 1
-        asked = self._offset_saves_asked
-        async with self._offset_save_lock:
-            if self._offset_saves_done >= asked:
-                return  # a save that started after this call has finished
-            covers = self._offset_saves_asked
-            await self._save_offsets()
-            self._offset_saves_done = covers
+        await self._offset_saves.save()
+
+    async def save_topics_now(self) -> None:
+        """Saves the topics as they are now, durably; callers waiting together share a save."""
+        await self._topic_saves.save()
 
     async def save_all(self) -> None:
         """The last save, once the loops and delayed delivery (which saves its own offsets
         when it stops) have stopped: topics, and every consumer offset."""
-        await self._persist_topics()
+        await self._topic_saves.save()
         self._offsets.changed = True
-        async with self._offset_save_lock:
-            await self._save_offsets()
+        await self._offset_saves.save()
 
     async def _persist_offsets(self) -> None:
-        async with self._offset_save_lock:
-            await self._save_offsets()
+        await self._offset_saves.save()
         if self._delay_delivery is not None:
             await self._delay_delivery.persist()
 

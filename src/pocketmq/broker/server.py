@@ -477,13 +477,18 @@ class BrokerServer:
         return self.topics.snapshot()
 
     async def _topics_updated(self, names: list[str]) -> None:
-        """Saves the topics and sends the named ones to the NameServers, returning once they
-        answered (bounded by `registerBrokerTimeoutMills`)."""
+        """Saves the topics and sends the named ones to the NameServers; returns once both are
+        done, as RocketMQ answers a topic's creation: it survives a crash and is routed."""
+        jobs = [] if self.registrar is None else [self._register_increment(names)]
         if self._persistence is not None:
-            self._persistence.topics_changed()
+            jobs.append(self._persistence.save_topics_now())
+        await asyncio.gather(*jobs)
+
+    async def _register_increment(self, names: list[str]) -> None:
+        """Sends the named topics to the NameServers; returns once they answered or
+        `registerBrokerTimeoutMills` ran out."""
         registrar = self.registrar
-        if registrar is None:
-            return
+        assert registrar is not None
         document = self.topics.increment(names, self.clock.now_ms())
         # `wait_for`, not `asyncio.timeout`: a send starts eagerly, outside any task.
         try:
