@@ -51,9 +51,10 @@ class TopicFilterType(enum.Enum):
     MULTI_TAG = "MULTI_TAG"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TopicConfig:
-    """One topic's settings (`TopicConfig`); defaults are RocketMQ's."""
+    """One topic's settings (`TopicConfig`); defaults are RocketMQ's. Frozen: a change is a new
+    config in the table (`TopicTable` keeps each one's document for the next save)."""
 
     topic_name: str
     read_queue_nums: int = 16
@@ -113,6 +114,9 @@ class TopicTable:
         """`trace_topic`: created with the system topics (`traceTopicEnable`), one queue, as
         RocketMQ does for message trace."""
         self.topics: dict[str, TopicConfig] = {}
+        self._documents: dict[str, tuple[TopicConfig, dict[str, Any]]] = {}
+        """Each topic's JSON document with the config it was made of: a save of thousands of
+        topics after each creation makes again only what changed."""
         self._trace_topic = trace_topic
         self.data_version = DataVersion()
         self._default_queue_nums = default_queue_nums
@@ -158,11 +162,19 @@ class TopicTable:
         self.data_version = self.data_version.bumped(now_ms)
 
     def snapshot(self) -> dict[str, Any]:
-        """The `topics.json` document."""
-        return {
-            "dataVersion": self.data_version.to_json(),
-            "topicConfigTable": {name: c.to_json() for name, c in sorted(self.topics.items())},
-        }
+        """The `topics.json` document (its parts are shared with later snapshots: read only)."""
+        documents = self._documents
+        if len(documents) > 2 * len(self.topics) + 64:  # deleted topics' documents
+            documents = self._documents = {
+                name: documents[name] for name in self.topics if name in documents
+            }
+        table = {}
+        for name, config in sorted(self.topics.items()):
+            made = documents.get(name)
+            if made is None or made[0] is not config:
+                made = documents[name] = (config, config.to_json())
+            table[name] = made[1]
+        return {"dataVersion": self.data_version.to_json(), "topicConfigTable": table}
 
     def increment(self, names: Iterable[str], now_ms: int) -> dict[str, Any]:
         """The document of an incremental registration: the named topics that exist, under
