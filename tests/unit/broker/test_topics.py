@@ -126,3 +126,23 @@ def test_snapshot_round_trips_in_rocketmq_shape() -> None:
     reloaded.load(document, NOW)
     assert reloaded.get("T") == table.get("T")
     assert reloaded.data_version.counter > table.data_version.counter
+
+
+def test_snapshots_follow_every_change_of_the_table() -> None:
+    """Each snapshot reuses the documents of topics that did not change: it must still show
+    every update, creation and deletion made in between, in name order."""
+    table = make_table()
+    for i in range(300):
+        table.update(TopicConfig(f"T{i:03}", 4, 4), NOW)
+    table.snapshot()
+    table.update(TopicConfig("T001", 8, 8), NOW)
+    table.create_on_send("Sent", "TBW102", 2, NOW)
+    for i in range(100, 300):
+        table.delete(f"T{i:03}", NOW)
+    expected = {name: config.to_json() for name, config in sorted(table.topics.items())}
+    for _ in range(2):
+        document = table.snapshot()["topicConfigTable"]
+        assert document == expected
+        assert list(document) == list(expected)
+    assert document["T001"]["writeQueueNums"] == 8
+    assert "T200" not in document
