@@ -185,9 +185,9 @@ class SendHandler:
             settings: Auto-created topics' size and the fields every answer echoes.
             clock: Time for the topic table's data version.
             topics_created: Awaited with the topics a send created (its own, a dead-letter
-                topic) before the send is answered: the broker saves them and returns once
-                the NameServers know them, as RocketMQ does, so the producer's next route
-                lookup finds them. Must not raise.
+                topic) before the send is answered: the broker saves them and registers them
+                with the NameServers, as RocketMQ does, so that they survive a crash and the
+                producer's next route lookup finds them. A failed save raises (OSError).
             broker_permission: `brokerPermission`; without PERM_WRITE every send is refused.
             find_group: A consumer group's settings, or None for an unknown group; sends to
                 retry topics are checked against it. Without it they are stored as sent.
