@@ -190,7 +190,7 @@ class BrokerWiring:
         self.delay_delivery = delay_delivery
         self.topics_updated: Callable[[list[str]], Awaitable[None]] | None = None
         """Saves the topics and registers the named ones with the NameServers, returning once
-        they know them (the server sets it once it has a registrar)."""
+        both are done (the server sets it once it has a registrar)."""
         self.holds = PullHoldService(store.get_max_offset_in_queue)
         store.dispatcher.on_dispatched.append(self.holds.on_dispatched)
         if (isinstance(replica, ReplicaRole) and replica.is_slave) or isinstance(
