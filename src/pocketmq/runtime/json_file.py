@@ -162,7 +162,7 @@ def _describe(problem: Exception | None) -> str:
 
 # What the standard encoder would make of anything else (a subclass of str or int, a
 # dataclass, an integer over 64 bits) is left to it: the two write the same bytes for the rest,
-# but for the exponent of a large or small float (`1e16` against `1e+16`; metadata holds none).
+# but for the exponent of a small float (`1.5e-7` against `1.5e-07`; metadata holds none).
 _ORJSON_OPTIONS: Final = (
     orjson.OPT_INDENT_2
     | orjson.OPT_NON_STR_KEYS
