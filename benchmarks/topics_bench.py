@@ -9,7 +9,8 @@ creates `--topics` topics of 8 queues on the broker, one after another, and repo
 topic took over each `--step` of them, and whether the NameServer routed the step's last topic
 right after its creation returned. Both brokers answer a creation once the NameServers know the
 topic, and both save their whole topic table on each creation, so a creation's cost grows with
-the table; how fast it grows is what this measures.
+the table; how fast it grows is what this measures. Prints a markdown table and, with
+matplotlib installed (the `peers` extra), draws it in `docs/perf/scaling-topics.png`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.conformance.reference import ApacheRocketMQ, run_java_driver, v5_driv
 from pocketmq.testing import start_up_process  # noqa: E402
 
 ROCKETMQ_JVM = ["-Xms1g", "-Xmx1g", "-XX:+UseG1GC"]
+HERE = Path(__file__).resolve().parent
 
 
 def create(classpath: str, namesrv: str, broker: str, args: argparse.Namespace, work: Path) -> Any:
@@ -62,11 +64,38 @@ def measure_rocketmq(classpath: str, args: argparse.Namespace, work: Path) -> An
         reference.stop()
 
 
+def plot(columns: list[tuple[str, Any]], folder: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.stderr.write("matplotlib is not installed (the `peers` extra): no plot\n")
+        return None
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for label, steps in columns:
+        axes.plot([s["topics"] for s in steps], [s["ms_per_topic"] for s in steps], marker="o",
+                  label=label)  # fmt: skip
+    axes.set_xlabel("topics on the broker")
+    axes.set_ylabel("ms to create one more (updateTopic)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.suptitle("Creating topics one after another, DefaultMQAdminExt")
+    figure.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "scaling-topics.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--step", type=int, default=1_000)
     parser.add_argument("--servers", default="pocketmq,rocketmq")
+    parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "perf")
     args = parser.parse_args()
     classpath = v5_drivers()
     known = {
@@ -91,6 +120,9 @@ def main() -> int:
             cells.append(f"{row['ms_per_topic']:.2f}{routed}")
         lines.append(f"| {step['topics']:,} | " + " | ".join(cells) + " |")
     sys.stdout.write("\n".join(lines) + "\n")
+    drawn = plot(columns, args.plots)
+    if drawn is not None:
+        sys.stderr.write(f"plot: {drawn}\n")
     return 0
 
 
