@@ -479,7 +479,7 @@ class BrokerServer:
     async def _topics_updated(self, names: list[str]) -> None:
         """Saves the topics and sends the named ones to the NameServers; returns once both are
         done, as RocketMQ answers a topic's creation: it survives a crash and is routed."""
-        jobs = [] if self.registrar is None else [self._register_increment(names)]
+        jobs = [self._register_increment(names)] if self.registrar is not None and names else []
         if self._persistence is not None:
             jobs.append(self._persistence.save_topics_now())
         await asyncio.gather(*jobs)
