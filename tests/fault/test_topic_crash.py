@@ -4,7 +4,7 @@ RocketMQ (whose broker writes `topics.json` before it answers `updateTopic` or `
 `pocketmq up`, with auto-creation off (so that no send could make a lost topic again), gets
 `TOPICS` creations at once from one admin client, then, every other round, deletions of half
 the topics the round before made; as soon as the last is answered the process is killed with
-SIGKILL, then started again on the same data. `POCKETMQ_TOPIC_CRASH_ROUNDS` rounds (4 by
+SIGKILL, then started again on the same data. `POCKETMQ_TOPIC_CRASH_ROUNDS` rounds (6 by
 default), each on the data of the one before. In the end every topic created and not deleted
 must be listed and take a send, and no deleted topic may be listed. With the save left to the
 background (as before this test), rounds lost the changes whose save was still under way.
@@ -25,7 +25,7 @@ from pocketmq.testing.processes import ServerProcess, start_up_process
 
 pytestmark = [pytest.mark.fault]
 
-ROUNDS = int(os.environ.get("POCKETMQ_TOPIC_CRASH_ROUNDS", "4"))
+ROUNDS = int(os.environ.get("POCKETMQ_TOPIC_CRASH_ROUNDS", "6"))
 TOPICS = 50
 CLUSTER = "DefaultCluster"
 
