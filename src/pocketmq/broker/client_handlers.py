@@ -36,14 +36,14 @@ class ClientHandlers:
         topics: TopicTable,
         clock: Clock,
         on_consumer_group: Callable[[str], Awaitable[None]] | None = None,
-        on_topic_created: Callable[[], None] | None = None,
+        topics_created: Callable[[list[str]], Awaitable[None]] | None = None,
         *,
         enable_property_filter: bool = False,
     ) -> None:
         self.registry = registry
         self._enable_property_filter = enable_property_filter
-        # Called after a retry topic was created, so NameServers learn its route at once.
-        self._on_topic_created = on_topic_created
+        # Awaited with the retry topics a heartbeat created: saved and routed before the answer.
+        self._topics_created = topics_created
         self._topics = topics
         self._clock = clock
         # Called with each consumer group a heartbeat names (to auto-create it).
@@ -58,14 +58,16 @@ class ClientHandlers:
                 request, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}"
             )
         now_ms = self._clock.now_ms()
+        created = []
         for consumer in data.consumer_groups:
             if self._on_consumer_group is not None:
                 await self._on_consumer_group(consumer.group)
             retry = retry_topic(consumer.group)
             if self._topics.get(retry) is None:
                 self._topics.create_system_topic(retry, 1, PERM_READ | PERM_WRITE, now_ms)
-                if self._on_topic_created is not None:
-                    self._on_topic_created()
+                created.append(retry)
+        if created and self._topics_created is not None:
+            await self._topics_created(created)
         changed = self.registry.heartbeat(
             data,
             channel,

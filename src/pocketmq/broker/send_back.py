@@ -71,7 +71,7 @@ class SendBackHandler:
         find_group: Callable[[str], Awaitable[RetrySettings | None]],
         put_path: PutPath,
         clock: Clock,
-        on_topic_created: Callable[[], None],
+        topics_created: Callable[[list[str]], Awaitable[None]],
         *,
         broker_permission: Callable[[], int] = lambda: PERM_READ | PERM_WRITE,
         rng: random.Random | None = None,
@@ -85,8 +85,8 @@ class SendBackHandler:
                 (`autoCreateSubscriptionGroup`).
             put_path: Where the copy is stored.
             clock: For topic data versions.
-            on_topic_created: Called after a retry or dead-letter topic was created, so the
-                broker persists its topics and tells the NameServers.
+            topics_created: Awaited after a retry or dead-letter topic was created: the broker
+                saves its topics and registers the new one before going on.
             broker_permission: The broker's current `brokerPermission`.
             rng: Picks the retry queue when a group has several.
         """
@@ -96,7 +96,7 @@ class SendBackHandler:
         self._put_path = put_path
         self.metrics: BrokerMetrics | None = None
         self._clock = clock
-        self._on_topic_created = on_topic_created
+        self._topics_created = topics_created
         self._broker_permission = broker_permission
         self._rng = rng or random.Random()
 
@@ -130,7 +130,7 @@ class SendBackHandler:
             )
         if settings.retry_queue_nums <= 0:
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
-        retry_config = self._ensure_topic(retry_topic(group), settings.retry_queue_nums)
+        retry_config = await self._ensure_topic(retry_topic(group), settings.retry_queue_nums)
         if not retry_config.perm & PERM_WRITE:
             return error_response(
                 request,
@@ -147,7 +147,7 @@ class SendBackHandler:
         limit = max_reconsume_times(settings.retry_max_times, header_max, request.version)
         decision = decide_send_back(group, stored.reconsume_times, delay_level, limit)
         if decision.dead:
-            config = self._ensure_topic(decision.topic, DLQ_QUEUE_NUMS)
+            config = await self._ensure_topic(decision.topic, DLQ_QUEUE_NUMS)
         else:
             config = retry_config
         queue_id = self._rng.randrange(max(config.write_queue_nums, 1))
@@ -176,12 +176,12 @@ class SendBackHandler:
             )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
-    def _ensure_topic(self, topic: str, queues: int) -> TopicConfig:
+    async def _ensure_topic(self, topic: str, queues: int) -> TopicConfig:
         config = self._topics.get(topic)
         if config is None:
             config = self._topics.create_system_topic(
                 topic, queues, PERM_READ | PERM_WRITE, self._clock.now_ms()
             )
             log.info("created %s with %d queue(s)", topic, queues)
-            self._on_topic_created()
+            await self._topics_created([topic])
         return config

@@ -228,7 +228,7 @@ class BrokerWiring:
             topics,
             clock,
             self.admin_stats.ensure_group if config.auto_create_subscription_group else None,
-            topics_changed,
+            self._topics_updated,
             enable_property_filter=config.enable_property_filter,
         )
 
@@ -344,7 +344,7 @@ class BrokerWiring:
             self._find_group,
             put_path,
             self.clock,
-            self._topics_changed,
+            self._topics_updated,
             broker_permission=lambda: send.broker_permission,
         )
         end_transaction = EndTransactionHandler(

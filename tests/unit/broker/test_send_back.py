@@ -200,13 +200,10 @@ class Broker:
             self.find_group,
             self.put_path,
             self.clock,
-            self._created,
+            self._topics_created,
             broker_permission=lambda: self.send.broker_permission,
             rng=random.Random(1),
         )
-
-    def _created(self) -> None:
-        self.created_topics += 1
 
     async def _topics_created(self, names: list[str]) -> None:
         self.created_topics += len(names)
