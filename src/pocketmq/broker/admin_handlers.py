@@ -190,7 +190,7 @@ class AdminHandlers:
         if self._topics.delete(name, self._clock.now_ms()):
             self._offsets.remove_topic(name)
             self._on_topics_changed()  # the NameServers hear of it with the next whole table
-            await self._topics_updated([])  # saved before the answer, as RocketMQ's is
+            await self._topics_updated([name])  # saved before the answer, as RocketMQ's is
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     async def all_topic_config(self, request: RemotingCommand, channel: Channel) -> RemotingCommand:

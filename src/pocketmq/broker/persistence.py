@@ -1,7 +1,8 @@
 """Saving a running broker's metadata files: consumer offsets every
 `flushConsumerOffsetInterval` (and at once for a commit that waits for its answer), delay
-offsets along with them, topics whenever they change (and at once for a topic's creation,
-answered once saved, as RocketMQ's is), and all of them at shutdown.
+offsets along with them, topics whenever they change (and a topic's creation or deletion at
+once, in the journal of `topics.json`, answered once saved as RocketMQ's is), and all of them
+at shutdown.
 
 Files are written off the loop (`asyncio.to_thread`). Each save of the topics also checks that
 their queues, once written, fit in the open files the process may hold.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
 
 from pocketmq.broker.config import BrokerConfig
@@ -34,9 +35,26 @@ class OpenFilesCheck:
 
     def __init__(self) -> None:
         self._over = False
+        self._queues: dict[str, int] = {}
+        self._total = 0
 
-    def check(self, topics: TopicTable) -> None:
-        queues = sum(max(c.read_queue_nums, c.write_queue_nums) for c in topics.topics.values())
+    def check(self, topics: TopicTable, names: Iterable[str] | None = None) -> None:
+        """Counts the queues again: of every topic, or (quicker) of the named ones that
+        changed since the last count."""
+        if names is None:
+            self._queues = {n: max(c.read_queue_nums, c.write_queue_nums)
+                            for n, c in topics.topics.items()}  # fmt: skip
+            self._total = sum(self._queues.values())
+        else:
+            for name in names:
+                config = topics.get(name)
+                queues = (
+                    0 if config is None else max(config.read_queue_nums, config.write_queue_nums)
+                )
+                self._total += queues - self._queues.pop(name, 0)
+                if queues:
+                    self._queues[name] = queues
+        queues = self._total
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         over = limit != resource.RLIM_INFINITY and queues * FILES_PER_QUEUE > limit
         if over and not self._over:
@@ -95,6 +113,11 @@ class MetadataPersistence:
         self._delay_delivery = delay_delivery
         self._offset_saves = SharedSaves(self._save_offsets)
         self._topic_saves = SharedSaves(self._persist_topics)
+        self._topic_appends = SharedSaves(self._append_topics)
+        self._unsaved_topics: set[str] = set()
+        self._topics_file = asyncio.Lock()
+        """Held by a journal append and a whole save of `topics.json`: a save's document must
+        hold every change appended before it."""
         self._topics_dirty = asyncio.Event()
         self._open_files = OpenFilesCheck()
 
@@ -118,9 +141,11 @@ class MetadataPersistence:
         (one that starts after each caller's call)."""
         await self._offset_saves.save()
 
-    async def save_topics_now(self) -> None:
-        """Saves the topics as they are now, durably; callers waiting together share a save."""
-        await self._topic_saves.save()
+    async def save_topics_now(self, names: Iterable[str]) -> None:
+        """Saves the named topics (created, changed or deleted) as they are now, durably, in
+        the journal of `topics.json`; callers waiting together share an append."""
+        self._unsaved_topics.update(names)
+        await self._topic_appends.save()
 
     async def save_all(self) -> None:
         """The last save, once the loops and delayed delivery (which saves its own offsets
@@ -139,9 +164,27 @@ class MetadataPersistence:
             document = self._offsets.snapshot()
             await asyncio.to_thread(self._store.metadata.consumer_offsets.save, document)
 
+    async def _append_topics(self) -> None:
+        names, self._unsaved_topics = self._unsaved_topics, set()
+        if not names:
+            return
+        topics_file = self._store.metadata.topics
+        try:
+            async with self._topics_file:
+                # Here rather than in each caller: creations by a send count as much as an
+                # `updateTopic`, and only the changed topics are counted again.
+                self._open_files.check(self._topics, names)
+                change = self._topics.changes(sorted(names))
+                await asyncio.to_thread(topics_file.append, change)
+        except BaseException:
+            self._unsaved_topics |= names  # for whoever waited on this append too
+            self.topics_changed()
+            raise
+        if topics_file.wants_save:
+            self.topics_changed()
+
     async def _persist_topics(self) -> None:
-        # Here rather than at each creation: saves are coalesced, and a creation by a send or
-        # a topics.json loaded at start counts as much as an `updateTopic`.
-        self._open_files.check(self._topics)
-        document = self._topics.snapshot()
-        await asyncio.to_thread(self._store.metadata.topics.save, document)
+        async with self._topics_file:
+            self._open_files.check(self._topics)
+            document = self._topics.snapshot()
+            await asyncio.to_thread(self._store.metadata.topics.save, document)

@@ -477,11 +477,15 @@ class BrokerServer:
         return self.topics.snapshot()
 
     async def _topics_updated(self, names: list[str]) -> None:
-        """Saves the topics and sends the named ones to the NameServers; returns once both are
-        done, as RocketMQ answers a topic's creation: it survives a crash and is routed."""
-        jobs = [self._register_increment(names)] if self.registrar is not None and names else []
+        """Saves the named topics (created, changed or deleted) and sends those that exist to
+        the NameServers; returns once both are done, as RocketMQ answers a topic's creation: it
+        survives a crash and is routed."""
+        existing = [name for name in names if name in self.topics.topics]
+        jobs = (
+            [self._register_increment(existing)] if self.registrar is not None and existing else []
+        )
         if self._persistence is not None:
-            jobs.append(self._persistence.save_topics_now())
+            jobs.append(self._persistence.save_topics_now(names))
         await asyncio.gather(*jobs)
 
     async def _register_increment(self, names: list[str]) -> None:

@@ -168,13 +168,24 @@ class TopicTable:
             documents = self._documents = {
                 name: documents[name] for name in self.topics if name in documents
             }
-        table = {}
-        for name, config in sorted(self.topics.items()):
-            made = documents.get(name)
-            if made is None or made[0] is not config:
-                made = documents[name] = (config, config.to_json())
-            table[name] = made[1]
+        table = {name: self._document(name, config) for name, config in sorted(self.topics.items())}
         return {"dataVersion": self.data_version.to_json(), "topicConfigTable": table}
+
+    def changes(self, names: Iterable[str]) -> dict[str, Any]:
+        """The named topics' part of `snapshot()`, None for each that no longer exists: what a
+        journal of `topics.json` records of their change."""
+        topics = self.topics
+        table = {}
+        for name in names:
+            config = topics.get(name)
+            table[name] = None if config is None else self._document(name, config)
+        return {"dataVersion": self.data_version.to_json(), "topicConfigTable": table}
+
+    def _document(self, name: str, config: TopicConfig) -> dict[str, Any]:
+        made = self._documents.get(name)
+        if made is None or made[0] is not config:
+            made = self._documents[name] = (config, config.to_json())
+        return made[1]
 
     def increment(self, names: Iterable[str], now_ms: int) -> dict[str, Any]:
         """The document of an incremental registration: the named topics that exist, under

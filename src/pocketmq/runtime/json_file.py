@@ -10,8 +10,9 @@ Invariant: at every instant, `<path>` or `<path>.bak` holds a complete version t
 wrote (or that was there before). `save` writes and fsyncs the `.tmp` file, hard-links (or
 copies) the current file aside, atomically renames `.tmp` over `<path>`, fsyncs the directory,
 and only then renames the aside copy over `.bak`. Until the rename of `.tmp`, neither `<path>`
-nor `.bak` has changed; after it, `<path>` is the new, fsynced version. A top-level value must
-be a JSON object or array, so no proper prefix of a saved file parses.
+nor `.bak` has changed; after it, `<path>` is the new, fsynced version. (`.tmp` is removed
+before it is written: a power loss during the rename may leave it a second name of `<path>`.)
+A top-level value must be a JSON object or array, so no proper prefix of a saved file parses.
 
 It does not know what the JSON means (its owner does, e.g. the broker's topic and offset tables)
 and does not serialise concurrent writers across processes: one process owns each file.
@@ -109,10 +110,15 @@ class JsonFile:
         if not isinstance(data, dict | list):
             # A torn prefix of a scalar (`12` of `123`) would parse; of an object it cannot.
             raise TypeError(f"metadata must be a JSON object or array, not {type(data).__name__}")
-        content = _encode(data)
+        self._write(_encode(data))
+
+    def _write(self, content: bytes) -> None:
         fs = self._fs
         with self._lock:
             fs.make_dirs(self.path.parent)
+            # A power loss in the middle of the last save's rename may have left `.tmp` a
+            # second name of the main file: written through, it would tear the main file.
+            fs.remove(self.temp_path)
             write_file_durably(fs, self.temp_path, content)
             aside = self._main_may_be_good and self._set_main_aside()
             fs.rename(self.temp_path, self.path)

@@ -1,8 +1,9 @@
 """The broker's metadata files under `<storePathRootDir>/config/`, with RocketMQ's names.
 
 `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` and `delayOffset.json`, each a
-`JsonFile` (crash-safe saves, `.bak` fallback). The store owns where they live; the broker owns
-what they mean and when they are saved.
+`JsonFile` (crash-safe saves, `.bak` fallback); the topics' also takes one topic's change at a
+time in a journal beside it (`JournaledJsonFile`). The store owns where they live; the broker
+owns what they mean and when they are saved.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileSystem
 from pocketmq.runtime.json_file import JsonFile
+from pocketmq.runtime.json_journal import JournaledJsonFile
 
 
 class BrokerMetadataFiles:
@@ -21,7 +23,7 @@ class BrokerMetadataFiles:
     def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS_FILE_SYSTEM) -> None:
         self.directory = Path(os.fspath(directory))
         self._fs = fs
-        self.topics = JsonFile(self.directory / "topics.json", fs)
+        self.topics = JournaledJsonFile(self.directory / "topics.json", "topicConfigTable", fs)
         self.subscription_groups = JsonFile(self.directory / "subscriptionGroup.json", fs)
         self.consumer_offsets = JsonFile(self.directory / "consumerOffset.json", fs)
         self.delay_offsets = JsonFile(self.directory / "delayOffset.json", fs)

@@ -108,6 +108,46 @@ def test_queues_that_would_exhaust_open_files_are_warned_of(
     assert caplog.text.count("raise it (ulimit -n)") == 2
 
 
+def test_the_open_files_count_of_changed_topics_matches_a_whole_count(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each journaled change counts only its topics again; the sum must stay the whole one."""
+    from pocketmq.broker import persistence
+
+    monkeypatch.setattr(persistence.resource, "getrlimit", lambda _: (1024, 1024))
+    table = make_table()
+    check = persistence.OpenFilesCheck()
+    check.check(table)
+    table.update(TopicConfig("Wide", 900, 900), NOW)
+    check.check(table, ["Wide"])
+    assert "ulimit" not in caplog.text
+    table.update(TopicConfig("Other", 200, 100), NOW)
+    check.check(table, ["Other"])
+    assert caplog.text.count("raise it (ulimit -n)") == 1
+    table.delete("Other", NOW)
+    table.update(TopicConfig("Wide", 500, 500), NOW)
+    check.check(table, ["Other", "Wide"])  # under again
+    check.check(table, ["Wide"])  # the same change seen twice counts once
+    table.update(TopicConfig("Small", 400, 400), NOW)
+    check.check(table, ["Small"])
+    assert caplog.text.count("raise it (ulimit -n)") == 1
+    table.update(TopicConfig("Small", 600, 600), NOW)
+    check.check(table, ["Small"])
+    assert caplog.text.count("raise it (ulimit -n)") == 2
+
+
+def test_changes_hold_the_named_topics_or_none_for_a_deleted_one() -> None:
+    table = make_table()
+    table.update(TopicConfig("Kept", 4, 4), NOW)
+    table.update(TopicConfig("Gone", 4, 4), NOW)
+    table.delete("Gone", NOW)
+    changes = table.changes(["Kept", "Gone"])
+    assert changes == {
+        "dataVersion": table.data_version.to_json(),
+        "topicConfigTable": {"Kept": table.snapshot()["topicConfigTable"]["Kept"], "Gone": None},
+    }
+
+
 def test_snapshot_round_trips_in_rocketmq_shape() -> None:
     table = make_table()
     table.update(TopicConfig("T", 4, 2, order=True, attributes={"+message.type": "FIFO"}), NOW)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -312,3 +313,29 @@ def test_what_orjson_would_write_otherwise_goes_to_the_standard_encoder(
     data: dict[str, Any],
 ) -> None:
     assert _encode(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_power_loss_in_the_save_after_a_power_loss_leaves_old_or_new(seed: int) -> None:
+    """A power loss in the middle of a rename may keep the new name and the old one alike
+    (the simulated disk keeps a random prefix of a directory's unsynced changes), so that the
+    main file and `.tmp` are one file: the next save must not write through that name."""
+    lost = {"version": "lost", "pad": "x" * 5000}
+    for first in range(1, 25):
+        for second in range(1, 25):
+            disk = SimulatedDisk(seed * 1000 + first * 25 + second)
+            file = JsonFile(Path("/store/config/topics.json"), disk)
+            file.save(OLD)
+            disk.lose_power_at(first)
+            with contextlib.suppress(PowerLost):
+                file.save(lost)
+            disk.power_loss()
+            disk.reboot()
+            file = JsonFile(file.path, disk)
+            before = file.load()
+            disk.lose_power_at(second)
+            with contextlib.suppress(PowerLost):
+                file.save(NEW)
+            disk.power_loss()
+            disk.reboot()
+            assert JsonFile(file.path, disk).load() in (before, NEW), (first, second)
