@@ -25,7 +25,9 @@ Invariants:
   already holds are skipped, so a segment that a power loss brought back after its removal does
   no harm. Appends after a start go to a new segment, never after a tail that may be torn.
 - `save` stamps the document with the last change appended and removes the segments it made
-  redundant only once the file is durable.
+  redundant only once the file is durable. A clean stop that saves leaves no segment behind.
+- When `load` falls back to `.bak` (the file is torn or gone), the changes between the two
+  versions are lost with the file, as they would be without a journal; later ones apply.
 
 Like `JsonFile`, it does not know what the document means, and callers run its blocking calls
 off the event loop. The document given to `save` must hold every change appended before the
