@@ -32,7 +32,6 @@ the committed offset), as this broker keeps no statistics yet.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -53,6 +52,7 @@ from pocketmq.broker.headers import (
     required_text,
 )
 from pocketmq.broker.offsets import ConsumerOffsetTable
+from pocketmq.broker.persistence import JournaledSaves
 from pocketmq.broker.topics import TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
 from pocketmq.common.config import (
@@ -210,8 +210,10 @@ class AdminStatsHandlers:
         self._config_version = DataVersion()
         self.groups = SubscriptionGroupTable()
         self.groups.load(store.metadata_documents.get("subscriptionGroup.json"))
-        self._save_lock = asyncio.Lock()
-        self._saves: set[asyncio.Task[None]] = set()
+        self.group_saves = JournaledSaves(
+            store.metadata.subscription_groups, self.groups.snapshot, self.groups.changes
+        )
+        """Its `run` is the server's to start (whole saves after `groups_changed`)."""
 
     def routes(self) -> dict[int, RequestHandler]:
         """The request codes these handlers answer, for the server's dispatch table."""
@@ -283,7 +285,7 @@ class AdminStatsHandlers:
             self.groups.update(config, self._clock.now_ms())
         except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
             return error_response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        await self._save_groups()
+        await self.group_saves.save_now([config.group_name])
         log.info("subscription group %s created or updated", config.group_name)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
@@ -326,7 +328,7 @@ class AdminStatsHandlers:
         name = required_text(request.ext_fields, "groupName")
         clean_offset = optional_bool(request.ext_fields, "cleanOffset") or False
         if self.groups.delete(name, self._clock.now_ms()):
-            await self._save_groups()
+            await self.group_saves.save_now([name])
             log.info("subscription group %s deleted", name)
         if clean_offset:
             self._offsets.remove_group(name)
@@ -342,24 +344,17 @@ class AdminStatsHandlers:
             log.warning("not creating consumer group %r: %s", group, exc)
             return
         log.info("consumer group %s created on first heartbeat", group)
-        await self._save_groups()
+        await self.group_saves.save_now([group])
 
     async def replace_groups(self, document: Any) -> None:
         """Takes a master's whole group table in place of this one (a slave's sync)."""
         self.groups.groups.clear()
         self.groups.load(document)
-        await self._save_groups()
+        await self.group_saves.save_whole()
 
     def groups_changed(self) -> None:
         """The group table was replaced from elsewhere (a DLedger log): saves it soon."""
-        task = asyncio.get_running_loop().create_task(self._save_groups())
-        self._saves.add(task)
-        task.add_done_callback(self._saves.discard)
-
-    async def _save_groups(self) -> None:
-        async with self._save_lock:
-            document = self.groups.snapshot()
-            await asyncio.to_thread(self._store.metadata.subscription_groups.save, document)
+        self.group_saves.changed()
 
     def _all_settings(self) -> dict[str, str]:
         settings = config_to_properties(self._broker_config)

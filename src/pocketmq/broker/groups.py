@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -147,6 +148,19 @@ class SubscriptionGroupTable:
             "forbiddenTable": self.forbidden,
             "subscriptionGroupTable": {
                 name: config.to_json() for name, config in sorted(self.groups.items())
+            },
+        }
+
+    def changes(self, names: Iterable[str]) -> dict[str, Any]:
+        """The named groups' part of `snapshot()`, None for each that no longer exists: what a
+        journal of `subscriptionGroup.json` records of their change."""
+        groups = self.groups
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "forbiddenTable": self.forbidden,
+            "subscriptionGroupTable": {
+                name: None if (config := groups.get(name)) is None else config.to_json()
+                for name in names
             },
         }
 

@@ -14,12 +14,13 @@ import asyncio
 import logging
 import resource
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.delay_delivery import DelayDelivery
 from pocketmq.broker.offsets import ConsumerOffsetTable
 from pocketmq.broker.topics import TopicTable
+from pocketmq.runtime.json_journal import JournaledJsonFile
 from pocketmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,83 @@ class SharedSaves:
             self._done = covers
 
 
+class JournaledSaves:
+    """The saves of one journaled metadata file (`topics.json`, `subscriptionGroup.json`): the
+    entries a request changed, appended to the journal before its answer (callers waiting
+    together share an append), and the whole table in the background once the journal has
+    outgrown the file, or when the table changed otherwise (a slave's copy, a replicated log).
+    """
+
+    def __init__(
+        self,
+        file: JournaledJsonFile,
+        snapshot: Callable[[], dict[str, Any]],
+        changes: Callable[[list[str]], dict[str, Any]],
+        before_save: Callable[[Iterable[str] | None], None] = lambda names: None,
+    ) -> None:
+        """
+        Args:
+            file: Where the table is saved.
+            snapshot: The whole document, as it is now.
+            changes: The named entries' part of it, None for one removed.
+            before_save: Called just before each save with the changed names, or None for a
+                whole save (the topics' open-files check).
+        """
+        self._file = file
+        self._snapshot = snapshot
+        self._changes = changes
+        self._before_save = before_save
+        self._unsaved: set[str] = set()
+        self._file_lock = asyncio.Lock()
+        """Held by an append and by a whole save: a save's document must hold every change
+        appended before it."""
+        self._appends = SharedSaves(self._append)
+        self._wholes = SharedSaves(self._save_whole)
+        self._dirty = asyncio.Event()
+
+    def changed(self) -> None:
+        """Asks `run` for a whole save."""
+        self._dirty.set()
+
+    async def run(self) -> None:
+        """Saves the whole table whenever `changed` asks."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await self._wholes.save()
+
+    async def save_now(self, names: Iterable[str]) -> None:
+        """Saves the named entries (created, changed or removed) as they are now, durably."""
+        self._unsaved.update(names)
+        await self._appends.save()
+
+    async def save_whole(self) -> None:
+        """Saves the whole table as it is now; callers waiting together share a save."""
+        await self._wholes.save()
+
+    async def _append(self) -> None:
+        names, self._unsaved = self._unsaved, set()
+        if not names:
+            return
+        try:
+            async with self._file_lock:
+                self._before_save(names)
+                change = self._changes(sorted(names))
+                await asyncio.to_thread(self._file.append, change)
+        except BaseException:
+            self._unsaved |= names  # for whoever waited on this append too
+            self.changed()
+            raise
+        if self._file.wants_save:
+            self.changed()
+
+    async def _save_whole(self) -> None:
+        async with self._file_lock:
+            self._before_save(None)
+            document = self._snapshot()
+            await asyncio.to_thread(self._file.save, document)
+
+
 class MetadataPersistence:
     """The save loops of one broker over its loaded store."""
 
@@ -112,18 +190,19 @@ class MetadataPersistence:
         self._config = config
         self._delay_delivery = delay_delivery
         self._offset_saves = SharedSaves(self._save_offsets)
-        self._topic_saves = SharedSaves(self._persist_topics)
-        self._topic_appends = SharedSaves(self._append_topics)
-        self._unsaved_topics: set[str] = set()
-        self._topics_file = asyncio.Lock()
-        """Held by a journal append and a whole save of `topics.json`: a save's document must
-        hold every change appended before it."""
-        self._topics_dirty = asyncio.Event()
-        self._open_files = OpenFilesCheck()
+        open_files = OpenFilesCheck()
+        self._topic_saves = JournaledSaves(
+            store.metadata.topics,
+            topics.snapshot,
+            topics.changes,
+            # Here rather than in each caller: creations by a send count as much as an
+            # `updateTopic`, and an append counts only the changed topics again.
+            lambda names: open_files.check(topics, names),
+        )
 
     def topics_changed(self) -> None:
-        """Asks the topics loop for a save."""
-        self._topics_dirty.set()
+        """Asks the topics loop for a whole save."""
+        self._topic_saves.changed()
 
     async def offsets_periodically(self) -> None:
         while True:
@@ -131,10 +210,7 @@ class MetadataPersistence:
             await self._persist_offsets()
 
     async def topics_on_change(self) -> None:
-        while True:
-            await self._topics_dirty.wait()
-            self._topics_dirty.clear()
-            await self._topic_saves.save()
+        await self._topic_saves.run()
 
     async def save_offsets_now(self) -> None:
         """Saves the consumer offsets committed so far; callers waiting together share a save
@@ -144,13 +220,12 @@ class MetadataPersistence:
     async def save_topics_now(self, names: Iterable[str]) -> None:
         """Saves the named topics (created, changed or deleted) as they are now, durably, in
         the journal of `topics.json`; callers waiting together share an append."""
-        self._unsaved_topics.update(names)
-        await self._topic_appends.save()
+        await self._topic_saves.save_now(names)
 
     async def save_all(self) -> None:
         """The last save, once the loops and delayed delivery (which saves its own offsets
         when it stops) have stopped: topics, and every consumer offset."""
-        await self._topic_saves.save()
+        await self._topic_saves.save_whole()
         self._offsets.changed = True
         await self._offset_saves.save()
 
@@ -163,28 +238,3 @@ class MetadataPersistence:
         if self._offsets.changed:
             document = self._offsets.snapshot()
             await asyncio.to_thread(self._store.metadata.consumer_offsets.save, document)
-
-    async def _append_topics(self) -> None:
-        names, self._unsaved_topics = self._unsaved_topics, set()
-        if not names:
-            return
-        topics_file = self._store.metadata.topics
-        try:
-            async with self._topics_file:
-                # Here rather than in each caller: creations by a send count as much as an
-                # `updateTopic`, and only the changed topics are counted again.
-                self._open_files.check(self._topics, names)
-                change = self._topics.changes(sorted(names))
-                await asyncio.to_thread(topics_file.append, change)
-        except BaseException:
-            self._unsaved_topics |= names  # for whoever waited on this append too
-            self.topics_changed()
-            raise
-        if topics_file.wants_save:
-            self.topics_changed()
-
-    async def _persist_topics(self) -> None:
-        async with self._topics_file:
-            self._open_files.check(self._topics)
-            document = self._topics.snapshot()
-            await asyncio.to_thread(self._store.metadata.topics.save, document)

@@ -352,6 +352,7 @@ class BrokerServer:
         self._tasks = [
             loop.create_task(persistence.offsets_periodically(), name="offsets-flush"),
             loop.create_task(persistence.topics_on_change(), name="topics-flush"),
+            loop.create_task(wiring.admin_stats.group_saves.run(), name="groups-flush"),
             loop.create_task(self._scan_clients(wiring), name="client-scan"),
         ]
         persistence.topics_changed()
@@ -567,6 +568,8 @@ class BrokerServer:
         if self.store is not None:
             if self._persistence is not None:
                 await self._persistence.save_all()
+            if self._wiring is not None:  # the journal folded in: a clean stop leaves none
+                await self._wiring.admin_stats.group_saves.save_whole()
             await self.store.shutdown()
             self.store = None
         log.info("broker stopped in %.1f s", time.monotonic() - started)

@@ -1,9 +1,9 @@
 """The broker's metadata files under `<storePathRootDir>/config/`, with RocketMQ's names.
 
 `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` and `delayOffset.json`, each a
-`JsonFile` (crash-safe saves, `.bak` fallback); the topics' also takes one topic's change at a
-time in a journal beside it (`JournaledJsonFile`). The store owns where they live; the broker
-owns what they mean and when they are saved.
+`JsonFile` (crash-safe saves, `.bak` fallback); the topics' and the groups' also take one
+entry's change at a time in a journal beside them (`JournaledJsonFile`). The store owns where
+they live; the broker owns what they mean and when they are saved.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ class BrokerMetadataFiles:
         self.directory = Path(os.fspath(directory))
         self._fs = fs
         self.topics = JournaledJsonFile(self.directory / "topics.json", "topicConfigTable", fs)
-        self.subscription_groups = JsonFile(self.directory / "subscriptionGroup.json", fs)
+        self.subscription_groups = JournaledJsonFile(
+            self.directory / "subscriptionGroup.json", "subscriptionGroupTable", fs
+        )
         self.consumer_offsets = JsonFile(self.directory / "consumerOffset.json", fs)
         self.delay_offsets = JsonFile(self.directory / "delayOffset.json", fs)
 

@@ -44,6 +44,7 @@ from pocketmq.client.errors import ConnectionFailedError, RequestTimeoutError
 from pocketmq.client.message import MessageQueue
 from pocketmq.client.producer.wire import AUTO_CREATE_TOPIC
 from pocketmq.common.codes import DLEDGER_TRANSFER_LEADER, RequestCode, ResponseCode
+from pocketmq.common.fastjson import FastjsonError, parse_fastjson
 from pocketmq.common.route import MASTER_ID, BrokerData, TopicRouteData
 
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
@@ -411,6 +412,21 @@ class AdminClient(MessageAdmin, ControllerAdmin, AclAdmin, AuthAdmin):
                 what="subscription group update",
             )
         return addresses
+
+    async def subscription_groups(self, address: str) -> dict[str, dict[str, Any]]:
+        """The consumer groups of the broker at `address` (GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+        name -> `SubscriptionGroupConfig` as it sends them."""
+        response = await self._broker_ok(
+            address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, what="subscription groups"
+        )
+        try:
+            document = parse_fastjson(response.body)
+        except FastjsonError as exc:
+            raise AdminError(
+                f"broker {address} sent unreadable subscription groups: {exc}"
+            ) from None
+        table = document.get("subscriptionGroupTable") if isinstance(document, dict) else None
+        return dict(table) if isinstance(table, dict) else {}
 
     async def delete_subscription_group(
         self,
