@@ -1,16 +1,18 @@
-"""Creating many topics one after another, pocketmq beside Apache RocketMQ.
+"""Creating many topics (or consumer groups) one after another, pocketmq beside Apache RocketMQ.
 
-`python benchmarks/topics_bench.py [--topics N] [--step S] [--servers pocketmq,rocketmq]`
+`python benchmarks/topics_bench.py [--kind topics|groups] [--count N] [--step S]
+[--servers pocketmq,rocketmq]`
 
 For each server (`pocketmq up`, Apache RocketMQ 5.5.0's NameServer and broker from Maven
 Central), one at a time on loopback and fresh: one admin client (rocketmq-tools 5.5.0's
-`DefaultMQAdminExt`, as `mqadmin updateTopic` uses it; `tests/interop/java/v5/CreateTopics.java`)
-creates `--topics` topics of 8 queues on the broker, one after another, and reports the time a
-topic took over each `--step` of them, and whether the NameServer routed the step's last topic
-right after its creation returned. Both brokers answer a creation once the NameServers know the
-topic, and both save their whole topic table on each creation, so a creation's cost grows with
-the table; how fast it grows is what this measures. Prints a markdown table and, with
-matplotlib installed (the `peers` extra), draws it in `docs/perf/scaling-topics.png`.
+`DefaultMQAdminExt`, as `mqadmin updateTopic` and `updateSubGroup` use it;
+`tests/interop/java/v5/CreateTopics.java`) creates `--count` topics of 8 queues (or consumer
+groups) on the broker, one after another, and reports the time each took over each `--step`
+of them, and whether the NameServer routed the step's last topic (the broker knew the step's
+last group) right after its creation returned. RocketMQ writes its whole table at each
+creation, so its cost grows with the table; pocketmq appends the change to a journal. Prints a
+markdown table and, with matplotlib installed (the `peers` extra), draws it in
+`docs/perf/scaling-topics.png` (or `scaling-groups.png`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def create(classpath: str, namesrv: str, broker: str, args: argparse.Namespace, 
     return run_java_driver(
         classpath,
         "CreateTopics",
-        [namesrv, broker, str(args.topics), str(args.step), "Many"],
+        [namesrv, broker, str(args.count), str(args.step), "Many", args.kind],
         work / "client",
         timeout_s=3600,
     )["steps"]
@@ -64,7 +66,7 @@ def measure_rocketmq(classpath: str, args: argparse.Namespace, work: Path) -> An
         reference.stop()
 
 
-def plot(columns: list[tuple[str, Any]], folder: Path) -> Path | None:
+def plot(columns: list[tuple[str, Any]], kind: str, folder: Path) -> Path | None:
     try:
         import matplotlib
 
@@ -73,18 +75,19 @@ def plot(columns: list[tuple[str, Any]], folder: Path) -> Path | None:
     except ImportError:
         sys.stderr.write("matplotlib is not installed (the `peers` extra): no plot\n")
         return None
+    command = {"topics": "updateTopic", "groups": "updateSubGroup"}[kind]
     figure, axes = plt.subplots(figsize=(6, 4))
     for label, steps in columns:
-        axes.plot([s["topics"] for s in steps], [s["ms_per_topic"] for s in steps], marker="o",
+        axes.plot([s["made"] for s in steps], [s["ms_each"] for s in steps], marker="o",
                   label=label)  # fmt: skip
-    axes.set_xlabel("topics on the broker")
-    axes.set_ylabel("ms to create one more (updateTopic)")
+    axes.set_xlabel(f"{kind} on the broker")
+    axes.set_ylabel(f"ms to create one more ({command})")
     axes.grid(True, alpha=0.3)
     axes.legend()
-    figure.suptitle("Creating topics one after another, DefaultMQAdminExt")
+    figure.suptitle(f"Creating {kind} one after another, DefaultMQAdminExt")
     figure.tight_layout()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "scaling-topics.png"
+    path = folder / f"scaling-{kind}.png"
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
@@ -92,7 +95,8 @@ def plot(columns: list[tuple[str, Any]], folder: Path) -> Path | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--kind", choices=["topics", "groups"], default="topics")
+    parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--step", type=int, default=1_000)
     parser.add_argument("--servers", default="pocketmq,rocketmq")
     parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "perf")
@@ -106,21 +110,22 @@ def main() -> int:
     for name in args.servers.split(","):
         label, measure = known[name]
         began = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="pocketmq-topics-") as work:
+        with tempfile.TemporaryDirectory(prefix=f"pocketmq-{args.kind}-") as work:
             steps = measure(classpath, args, Path(work))
         sys.stderr.write(f"{label}: {time.monotonic() - began:.0f} s\n")
         columns.append((label, steps))
-    header = "| topics so far | " + " | ".join(f"{label}: ms a topic" for label, _ in columns)
+    one = args.kind[:-1]
+    header = f"| {args.kind} so far | " + " | ".join(f"{label}: ms a {one}" for label, _ in columns)
     lines = [header + " |", "| ---: |" + " ---: |" * len(columns)]
     for index, step in enumerate(columns[0][1]):
         cells = []
         for _, steps in columns:
             row = steps[index]
-            routed = "" if row["routed"] else " (not routed)"
-            cells.append(f"{row['ms_per_topic']:.2f}{routed}")
-        lines.append(f"| {step['topics']:,} | " + " | ".join(cells) + " |")
+            checked = "" if row["checked"] else " (not found)"
+            cells.append(f"{row['ms_each']:.2f}{checked}")
+        lines.append(f"| {step['made']:,} | " + " | ".join(cells) + " |")
     sys.stdout.write("\n".join(lines) + "\n")
-    drawn = plot(columns, args.plots)
+    drawn = plot(columns, args.kind, args.plots)
     if drawn is not None:
         sys.stderr.write(f"plot: {drawn}\n")
     return 0
