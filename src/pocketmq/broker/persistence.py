@@ -131,7 +131,12 @@ class JournaledSaves:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
-            await self._wholes.save()
+            try:
+                await self._wholes.save()
+            except OSError as exc:
+                # The journal still holds every change; the next change asks again.
+                log.error("could not save %s (%s); trying again at the next change",
+                          self._file.path, exc)  # fmt: skip
 
     async def save_now(self, names: Iterable[str]) -> None:
         """Saves the named entries (created, changed or removed) as they are now, durably."""

@@ -109,3 +109,30 @@ def test_group_changes_hold_the_named_groups_or_none_for_a_deleted_one() -> None
             "gone": None,
         },
     }
+
+
+def test_a_failed_whole_save_leaves_the_loop_running(caplog: pytest.LogCaptureFixture) -> None:
+    disk = SimulatedDisk()
+    table = Table()
+    file, journaled = saves(disk, table)
+
+    async def run() -> None:
+        runner = asyncio.create_task(journaled.run())
+        disk.fail("rename", path_part="table.json")
+        table.entries["A"] = {"n": 1}
+        journaled.changed()
+        for _ in range(100):
+            if "could not save" in caplog.text:
+                break
+            await asyncio.sleep(0.01)
+        table.entries["B"] = {"n": 2}
+        journaled.changed()
+        for _ in range(100):
+            if file.path.name in disk.list_dir(PATH.parent):
+                break
+            await asyncio.sleep(0.01)
+        runner.cancel()
+
+    asyncio.run(run())
+    assert "could not save /store/config/table.json" in caplog.text
+    assert JournaledJsonFile(PATH, "table", disk).load() == table.snapshot()
