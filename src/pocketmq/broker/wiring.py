@@ -220,7 +220,7 @@ class BrokerWiring:
                 revive_queue_num=config.revive_queue_num,
                 retry_topic_v2=config.enable_retry_topic_v2,
             ),
-            topics_changed,
+            self._topics_updated,
         )
         self.admin_stats = AdminStatsHandlers(store, topics, offsets, clock, config, store_config)
         self.client_handlers = ClientHandlers(

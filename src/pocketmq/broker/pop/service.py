@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -113,15 +113,17 @@ class PopService:
         offsets: ConsumerOffsetTable,
         clock: Clock,
         settings: PopSettings,
-        topics_changed: Callable[[], None],
+        topics_updated: Callable[[list[str]], Awaitable[None]],
     ) -> None:
+        """`topics_updated` saves and registers the retry and revive topics made here, as
+        RocketMQ's broker does before it puts into them."""
         self.store = store
         self.put_path = put_path
         self.topics = topics
         self.offsets = offsets
         self.clock = clock
         self.settings = settings
-        self._topics_changed = topics_changed
+        self._topics_updated = topics_updated
         self.table = CheckpointTable()
         self.orders = OrderQueues(self.table)
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
@@ -138,7 +140,7 @@ class PopService:
         """Rebuilds the table from the log and starts reviving (the broker became master)."""
         if self.running:
             return
-        self.ensure_revive_topic()
+        await self.ensure_revive_topic()
         self.recover()
         self.running = True
         self._revive_task = asyncio.create_task(self._revive_loop(), name="pop-revive")
@@ -165,25 +167,25 @@ class PopService:
 
     # -- topics -------------------------------------------------------------------------
 
-    def ensure_revive_topic(self) -> None:
+    async def ensure_revive_topic(self) -> None:
         name = self.settings.revive_topic
         if self.topics.get(name) is None:
             self.topics.create_system_topic(
                 name, self.settings.revive_queue_num, PERM_READ | PERM_WRITE, self.clock.now_ms()
             )
-            self._topics_changed()
+            await self._topics_updated([name])
 
     def retry_topic_of(self, group: str, topic: str) -> str:
         return pop_retry_topic(group, topic, v2=self.settings.retry_topic_v2)
 
-    def ensure_retry_topic(self, group: str, topic: str) -> str:
+    async def ensure_retry_topic(self, group: str, topic: str) -> str:
         name = self.retry_topic_of(group, topic)
         if self.topics.get(name) is None:
             self.topics.create_system_topic(
                 name, POP_RETRY_QUEUES, PERM_READ | PERM_WRITE, self.clock.now_ms()
             )
             log.info("created pop retry topic %s", name)
-            self._topics_changed()
+            await self._topics_updated([name])
         return name
 
     # -- popping --------------------------------------------------------------------------
@@ -498,7 +500,7 @@ class PopService:
         retry_topic = self._copy_topic(checkpoint)
         if self.topics.get(retry_topic) is None:
             original = checkpoint.topic
-            self.ensure_retry_topic(checkpoint.group, original)
+            await self.ensure_retry_topic(checkpoint.group, original)
         failed = 0
         for offset, fate in zip(checkpoint.offsets, checkpoint.fates, strict=True):
             if fate is not Fate.INFLIGHT:
