@@ -39,7 +39,7 @@ NODE_CLIENT = "rocketmq-client-nodejs@1.0.8"
 DRIVER_TIMEOUT_S = 120.0
 LONG_POLLING_MS = 3000
 """The proxies' longest receive: a push consumer's `close` waits for its receives in flight
-(the Java client since 5.0.6 and the Node.js one), 20 s each with the default."""
+(the Java client does, rocketmq-clients #992), 20 s each with the default."""
 BROKER_SETTINGS = (
     "transactionCheckInterval=1000\ntransactionTimeOut=1000\n"
     f"grpcClientConsumerMaxLongPollingTimeoutMillis={LONG_POLLING_MS}\n"
