@@ -120,8 +120,19 @@ class NameServerRegistrar:
         once each has answered or failed, as RocketMQ answers a topic's creation only once
         they know it: a client routes it next. A NameServer keeps the broker's other topics;
         with `deleteTopicWithBrokerRegistration` it drops them until the next round, as
-        RocketMQ's does."""
-        await asyncio.gather(*(self._register(address, document) for address in self.addresses))
+        RocketMQ's does.
+
+        A NameServer this broker has not registered with yet gets the whole table instead: it
+        takes a broker's first registration as its whole view, and would skip a full round
+        after it under the same data version (a topic made while the broker starts, before
+        its first round, would otherwise leave the slave's routes, without write permission).
+        """
+        await asyncio.gather(
+            *(
+                self._register(address, document if self.registered.get(address) else None)
+                for address in self.addresses
+            )
+        )
 
     async def register_all(self) -> None:
         await asyncio.gather(*(self._register(address) for address in self.addresses))

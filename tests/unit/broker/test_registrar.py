@@ -10,6 +10,8 @@ from typing import Any
 from pocketmq.broker.registrar import BrokerIdentity, NameServerRegistrar
 from pocketmq.broker.topics import TopicConfig, TopicTable
 from pocketmq.common.codes import RequestCode, ResponseCode
+from pocketmq.common.constants import PERM_WRITE
+from pocketmq.common.route import TopicRouteData
 from pocketmq.common.route_json import decode_topic_route
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.server import NamesrvServer
@@ -32,13 +34,19 @@ class Documents:
         return self.topics.snapshot()
 
 
-async def _write_queues(client: RemotingClient, namesrv: str, topic: str) -> int | None:
-    """The topic's write queues on broker-a by the NameServer's route, None when unrouted."""
+async def _route(client: RemotingClient, namesrv: str, topic: str) -> TopicRouteData | None:
     request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     response = await client.invoke(namesrv, request, 5)
     if response.code != ResponseCode.SUCCESS:
         return None
-    route = decode_topic_route(response.body)
+    return decode_topic_route(response.body)
+
+
+async def _write_queues(client: RemotingClient, namesrv: str, topic: str) -> int | None:
+    """The topic's write queues on broker-a by the NameServer's route, None when unrouted."""
+    route = await _route(client, namesrv, topic)
+    if route is None:
+        return None
     return next(q.write_queue_nums for q in route.queue_datas if q.broker_name == "broker-a")
 
 
@@ -104,3 +112,40 @@ def test_changes_sent_in_either_order_both_reach_the_routes() -> None:
         assert await _write_queues(client, ns, "Grown") == 8
 
     run_with_registrar(scenario)
+
+
+def test_a_change_before_the_first_full_registration_leaves_no_topic_unrouted() -> None:
+    """A topic made while a master starts (POP's revive topic, an early `updateTopic`) is sent
+    before its first full round. Sent alone, it would be the NameServer's first view of the
+    master, and the full round after it, under the same data version, would be skipped: the
+    routes would keep what the slave registered, without write permission."""
+
+    async def main() -> None:
+        namesrv = NamesrvServer(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
+        address = f"127.0.0.1:{await namesrv.start()}"
+        client = RemotingClient()
+        slave = NameServerRegistrar(
+            client,
+            [address],
+            BrokerIdentity("DefaultCluster", "broker-a", 1, "127.0.0.1:10921", "127.0.0.1:10922"),
+            Documents(),
+        )
+        documents = Documents()
+        master = NameServerRegistrar(client, [address], IDENTITY, documents)
+        try:
+            await slave.register_all()
+            documents.topics.update(TopicConfig("Early", 2, 2), 0)
+            await master.register_topics(documents.topics.increment(["Early"], 0))
+            await master.register_all()
+            route = await _route(client, address, "TBW102")
+            assert route is not None
+            (queues,) = [q for q in route.queue_datas if q.broker_name == "broker-a"]
+            assert queues.perm & PERM_WRITE
+            assert await _write_queues(client, address, "Early") == 2
+        finally:
+            await master.stop()
+            await slave.stop()
+            await client.close()
+            await namesrv.stop()
+
+    asyncio.run(main())
