@@ -44,6 +44,7 @@ from tests.conformance.benchmark_tools import (  # noqa: E402
 from tests.conformance.reference import ApacheRocketMQ  # noqa: E402
 
 from pocketmq.testing import start_up_process  # noqa: E402
+from pocketmq.testing.proc_stat import proc_stat  # noqa: E402
 
 ROCKETMQ_JVM = ["-Xms1g", "-Xmx1g", "-XX:+UseG1GC"]
 FLUSH_MODES = ("ASYNC_FLUSH", "SYNC_FLUSH")
@@ -98,12 +99,11 @@ class CpuWatch:
         tick = os.sysconf("SC_CLK_TCK")
         while not self._stop.is_set():
             try:
-                fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
+                process_s = proc_stat(self._pid).cpu_s
                 with open("/proc/stat") as stat:
                     cpu = [int(v) for v in stat.readline().split()[1:]]
             except OSError:
                 return
-            process_s = (int(fields[11]) + int(fields[12])) / tick
             machine_s = (sum(cpu) - cpu[3] - cpu[4]) / tick  # all but idle and iowait
             self._samples.append((time.monotonic(), process_s, machine_s))
             self._stop.wait(1.0)

@@ -43,6 +43,7 @@ from pocketmq.common.codes import RequestCode, ResponseCode, SerializeType  # no
 from pocketmq.remoting.command import RemotingCommand  # noqa: E402
 from pocketmq.remoting.frame import decode_frame, encode_frame  # noqa: E402
 from pocketmq.testing import start_up_process  # noqa: E402
+from pocketmq.testing.proc_stat import proc_stat  # noqa: E402
 
 TOPIC = "SendPathBench"
 QUEUES = 4
@@ -142,8 +143,8 @@ class Sender(asyncio.Protocol):
 def process_usage(pid: int) -> tuple[float, int]:
     """The process's CPU seconds (user + system) and minor page faults (each a page the kernel
     mapped in and zeroed) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
+    stat = proc_stat(pid)
+    return stat.cpu_s, stat.minor_faults
 
 
 async def one_round(

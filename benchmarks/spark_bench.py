@@ -44,6 +44,7 @@ from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 from pocketmq.client.admin import AdminClient, TopicSettings  # noqa: E402
 from pocketmq.client.aio import Message, Producer  # noqa: E402
 from pocketmq.testing import start_up_process  # noqa: E402
+from pocketmq.testing.proc_stat import proc_stat  # noqa: E402
 
 
 async def create_topics(namesrv: str, topics: list[str], queues: int) -> None:
@@ -109,11 +110,11 @@ class CpuMeter:
             if not entry.isdigit():
                 continue
             try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                stat = proc_stat(entry)
             except OSError:
                 continue  # ended meanwhile
-            children.setdefault(int(fields[1]), []).append(int(entry))
-            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            children.setdefault(stat.parent, []).append(int(entry))
+            seconds[int(entry)] = stat.cpu_s
         readings = {}
         pending = list(children.get(os.getpid(), []))
         for _ in range(10_000):  # a bounded walk of the tree below this process

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.testing import start_server_process
+from pocketmq.testing.proc_stat import proc_stat
 
 PACKAGES = {"redis": "redis-server", "nats": "nats-server", "rabbitmq": "rabbitmq-server"}
 COMMANDS = {
@@ -87,13 +88,11 @@ class Server:
     def cpu_seconds(self) -> float:
         """User + system CPU of the server's processes so far (from /proc)."""
         total = 0.0
-        ticks = os.sysconf("SC_CLK_TCK")
         for pid in self.pids_for_cpu:
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += proc_stat(pid).cpu_s
             except OSError:
                 continue
-            total += (int(fields[11]) + int(fields[12])) / ticks
         return total
 
     def stop(self) -> None:
@@ -192,12 +191,10 @@ def _children_named(pid: int, prefix: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            stat = proc_stat(entry.name)
         except (OSError, ValueError):
             continue
-        if comm.startswith(prefix) and _descends(parent, pid):
+        if stat.name.startswith(prefix) and _descends(stat.parent, pid):
             found.append(int(entry.name))
     return found
 
@@ -209,7 +206,7 @@ def _descends(pid: int, ancestor: int) -> bool:
         if pid <= 1:
             return False
         try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            pid = proc_stat(pid).parent
         except (OSError, ValueError):
             return False
     return False

@@ -10,6 +10,7 @@ import pytest
 
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.testing import start_up_process
+from pocketmq.testing.proc_stat import proc_stat
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
@@ -21,7 +22,7 @@ BATCH = 256
 
 
 def _minor_faults(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+    return proc_stat(pid).minor_faults
 
 
 def test_batch_sends_do_not_fault_in_fresh_pages_each(tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ class JsonFile:
         if not isinstance(data, dict | list):
             # A torn prefix of a scalar (`12` of `123`) would parse; of an object it cannot.
             raise TypeError(f"metadata must be a JSON object or array, not {type(data).__name__}")
-        self._write(_encode(data))
+        self._write(encode_document(data))
 
     def _write(self, content: bytes) -> None:
         fs = self._fs
@@ -179,7 +179,7 @@ _ORJSON_OPTIONS: Final = (
 )
 
 
-def _encode(data: Any) -> bytes:
+def encode_document(data: Any) -> bytes:
     """The document as `json.dumps(data, indent=2, ensure_ascii=False)` writes it, and a line
     end; orjson makes it about twenty times faster (a topics.json of thousands of topics is
     saved on every change of a topic)."""

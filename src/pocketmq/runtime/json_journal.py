@@ -45,7 +45,7 @@ from typing import Any, Final
 import orjson
 
 from pocketmq.runtime.filesystem import OS_FILE_SYSTEM, FileHandle, FileSystem
-from pocketmq.runtime.json_file import JsonFile, _encode
+from pocketmq.runtime.json_file import JsonFile, encode_document
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class JournaledJsonFile(JsonFile):
         with self._journal_lock:
             stamp = self._last_seq
             self._close_segment()  # the next change starts a segment this save leaves alone
-            content = _encode({**data, SEQUENCE_FIELD: stamp})
+            content = encode_document({**data, SEQUENCE_FIELD: stamp})
             self._write(content)
             self._file_bytes = len(content)
             self._journal_bytes = 0

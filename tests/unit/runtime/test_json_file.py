@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pocketmq.runtime.json_file import JsonFile, MetadataError, _encode
+from pocketmq.runtime.json_file import JsonFile, MetadataError, encode_document
 from pocketmq.testing.simulated_disk import PowerLost, SimulatedDisk
 
 OLD: dict[str, Any] = {"offsetTable": {"TopicTest@group": {"0": 12, "1": 7}}, "version": 1}
@@ -298,7 +298,7 @@ _JSON_DOCUMENTS = st.recursive(
 def test_saved_bytes_are_the_standard_encoders(data: dict[str, Any]) -> None:
     """orjson writes the file; a file written by the standard encoder before reads the same
     (metadata documents hold no floats)."""
-    assert _encode(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    assert encode_document(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 class _Name(str):
@@ -312,7 +312,7 @@ class _Name(str):
 def test_what_orjson_would_write_otherwise_goes_to_the_standard_encoder(
     data: dict[str, Any],
 ) -> None:
-    assert _encode(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    assert encode_document(data) == (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 @pytest.mark.parametrize("seed", range(4))
