@@ -143,15 +143,15 @@ async function deadLetter(proxy, topic, group) {
   try {
     const attempts = [];
     const deadline = Date.now() + WAIT_MS;
-    let quietSince = null;
+    let last = 0;
     while (Date.now() < deadline) {
       const batch = await consumer.receive(1, 10000);
       if (!batch.length) {
-        if (attempts.length && quietSince === null) quietSince = Date.now();
-        if (quietSince !== null && Date.now() - quietSince > 8000) break;
+        // 3 s without a redelivery, where one takes milliseconds.
+        if (attempts.length && Date.now() - last >= 3000) break;
         continue;
       }
-      quietSince = null;
+      last = Date.now();
       attempts.push(seen(batch[0]).attempt);
       await consumer.changeInvisibleDuration(batch[0], 0);
     }
