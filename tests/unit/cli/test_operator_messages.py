@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from pocketmq.cli.admin import check_command_name
@@ -60,3 +63,22 @@ def test_system_topics_are_recognised(topic: str) -> None:
 @pytest.mark.parametrize("topic", ["Orders", "%RETRY%group", "%DLQ%group", "TBW1020"])
 def test_ordinary_topics_are_not_system_topics(topic: str) -> None:
     assert not is_system_topic(topic)
+
+
+def test_a_command_imports_only_its_own_part() -> None:
+    """`pocketmq admin ...` and `pocketmq namesrv` start without importing the broker, the
+    store or the proxy (half the start-up time); `--help` still lists every command."""
+    probe = (
+        "import sys\n"
+        "from pocketmq.cli.main import COMMANDS, build_parser\n"
+        "build_parser('admin').parse_args(['admin', 'topicList'])\n"
+        "build_parser('namesrv').parse_args(['namesrv', '--port', '0'])\n"
+        "heavy = ('pocketmq.broker.server', 'pocketmq.store.message_store', 'pocketmq.proxy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "listed = build_parser().format_help()\n"
+        "print(all(f'    {name} ' in listed for name in COMMANDS))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]
