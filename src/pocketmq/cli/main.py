@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(problem + "\n")
         return 2
     index = _command_index(words)
-    parser = build_parser(words[index] if index < len(words) else None)
+    # `pocketmq --help up` is the top-level help, which lists every command.
+    asks_help = {"-h", "--help"} & set(words[:index])
+    parser = build_parser(words[index] if index < len(words) and not asks_help else None)
     args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pocketmq.cli.admin import check_command_name
-from pocketmq.cli.main import build_parser
+from pocketmq.cli.main import COMMANDS, build_parser, main
 from pocketmq.cli.mqadmin_commands import MQADMIN_COMMANDS
 from pocketmq.common.topic_names import is_system_topic
 
@@ -82,3 +82,10 @@ def test_a_command_imports_only_its_own_part() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_help_before_a_command_is_the_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help", "admin"])
+    listed = capsys.readouterr().out
+    assert all(f"    {name} " in listed for name in COMMANDS)
