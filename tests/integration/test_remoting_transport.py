@@ -262,14 +262,21 @@ def test_connect_error_names_the_address() -> None:
 @MODES
 def test_stop_lets_in_flight_requests_finish(eager: bool) -> None:
     async def run() -> None:
-        server = RemotingServer({SLOW: slow})
+        started = asyncio.Event()
+
+        async def slow_once_started(request: RemotingCommand, channel: Channel) -> RemotingCommand:
+            started.set()
+            return await slow(request, channel)
+
+        server = RemotingServer({SLOW: slow_once_started})
         server.eager = EVERY_TEST_CODE if eager else frozenset()
         port = await server.start()
         client = RemotingClient()
         held = asyncio.ensure_future(
             client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(SLOW, {"seconds": "0.2"}), 5)
         )
-        await asyncio.sleep(0.05)
+        # The stop must find the request in its handler, however late a loaded machine runs it.
+        await asyncio.wait_for(started.wait(), 5)
         await server.stop(grace_s=2)
         assert (await held).remark == "slow done"
         await client.close()
@@ -281,7 +288,10 @@ def test_stop_lets_in_flight_requests_finish(eager: bool) -> None:
 def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones(eager: bool) -> None:
     events: list[str] = []
 
+    both_started = asyncio.Semaphore(0)
+
     async def hold(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        both_started.release()
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
@@ -290,6 +300,7 @@ def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones(eager:
         return None
 
     async def commit(request: RemotingCommand, channel: Channel) -> RemotingCommand | None:
+        both_started.release()
         await asyncio.sleep(0.1)
         events.append("oneway finished")
         return None
@@ -300,7 +311,8 @@ def test_peer_close_cancels_its_waiting_requests_but_finishes_oneway_ones(eager:
         channel = await client.channel(address)
         held = asyncio.ensure_future(channel.invoke(RemotingCommand.request(SLOW + 100), 30))
         await channel.invoke_oneway(RemotingCommand.request(SLOW + 101))
-        await asyncio.sleep(0.05)
+        for _ in range(2):
+            await asyncio.wait_for(both_started.acquire(), 5)
         await client.close()
         with pytest.raises(ChannelClosedError):
             await held
