@@ -23,6 +23,9 @@ public final class DelayRetryDlq {
   private static final int MESSAGES = 4;
 
   public static void main(String[] args) throws Exception {
+    // A consumer of a topic made after it starts takes its queues at the next rebalance: every
+    // second here, not every 20 (the dead-letter topic is made by the first dead letter).
+    System.setProperty("rocketmq.client.rebalance.waitInterval", "1000");
     String namesrv = args[0];
     String topic = args[1];
     String group = args[2];
@@ -87,6 +90,8 @@ public final class DelayRetryDlq {
 
     ConcurrentLinkedQueue<MessageExt> dead = new ConcurrentLinkedQueue<>();
     DefaultMQPushConsumer dlq = Drivers.pushConsumer(namesrv, group + "-dlq", "q");
+    // It looks for the dead-letter topic's route every second, not every 30.
+    dlq.setPollNameServerInterval(1000);
     dlq.subscribe("%DLQ%" + group, "*");
     dlq.registerMessageListener(SendKinds.collect(dead));
     dlq.start();
