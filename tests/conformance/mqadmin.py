@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.reference import CLIENT_JVM
+from tests.conformance.reference import CLIENT_JVM, with_launchers
 
 TOPIC = "AdminTopic"
 GROUP = "AdminGroup"
@@ -95,7 +95,8 @@ def run_mqadmin(classpath: str, namesrv: str, broker: str, work: Path) -> list[d
         f"-Duser.home={work}",
         f"-Drocketmq.client.logRoot={work / 'logs'}",
         "-cp",
-        classpath,
+        with_launchers(classpath),
+        "QuickShutdowns",
         "AdminBatch",
         namesrv,
         TOPIC,

@@ -130,12 +130,17 @@ def _compiled(folder: Path, name: str, classpath: str = "", *inputs: Path) -> Pa
     return classes
 
 
+def with_launchers(classpath: str) -> str:
+    """`classpath` and the launchers of `tests/interop/java/tools`: `AdminOnce`, and
+    `QuickShutdowns MAIN ...`, which runs a main whose clients stop without a 3 s wait each."""
+    return f"{classpath}{os.pathsep}{_compiled(JAVA_DIR / 'tools', 'tools')}"
+
+
 def mqadmin_java(classpath: str, *jvm: str) -> list[str]:
     """The command line that runs one mqadmin command with the tools on `classpath` (the
-    arguments go after it): `AdminOnce` (`tests/interop/java/tools`), which exits once the
-    command returned instead of waiting seconds for the client's threads to stop."""
-    launcher = _compiled(JAVA_DIR / "tools", "tools")
-    return ["java", *CLIENT_JVM, *jvm, "-cp", f"{classpath}{os.pathsep}{launcher}", "AdminOnce"]
+    arguments go after it): `AdminOnce`, which exits once the command returned instead of
+    waiting seconds for the client's threads to stop."""
+    return ["java", *CLIENT_JVM, *jvm, "-cp", with_launchers(classpath), "AdminOnce"]
 
 
 def run_java_driver(
