@@ -249,7 +249,9 @@ public final class GrpcClient {
       ClientConfiguration config, String topic, String group, int count, boolean failFirst)
       throws Exception {
     List<Object> consumed = Collections.synchronizedList(new ArrayList<>());
-    try (PushConsumer consumer =
+    // Not closed: its close waits for the receives in flight, up to the proxy's longest long
+    // polling (20 s on RocketMQ's), and the driver exits after printing what it saw.
+    PushConsumer consumer =
         PROVIDER
             .newPushConsumerBuilder()
             .setClientConfiguration(config)
@@ -264,13 +266,13 @@ public final class GrpcClient {
                   }
                   return ConsumeResult.SUCCESS;
                 })
-            .build()) {
-      int wanted = count * (failFirst ? 2 : 1);
-      long deadline = System.currentTimeMillis() + WAIT_MS;
-      while (consumed.size() < wanted && System.currentTimeMillis() < deadline) {
-        Thread.sleep(100);
-      }
+            .build();
+    int wanted = count * (failFirst ? 2 : 1);
+    long deadline = System.currentTimeMillis() + WAIT_MS;
+    while (consumed.size() < wanted && System.currentTimeMillis() < deadline) {
+      Thread.sleep(100);
     }
+    Thread.sleep(1000); // a delivery too many would show
     return new ArrayList<>(consumed);
   }
 
