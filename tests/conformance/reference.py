@@ -109,11 +109,12 @@ def grpc_drivers() -> str:
 def _compiled_drivers(pom: Path, folder: Path, name: str) -> str:
     """`pom`'s jars and `folder`'s drivers compiled against them, once, as a class path."""
     lib = fetch_jars(pom)
-    return f"{lib}/*{os.pathsep}{_compiled(folder, name, f'{lib}/*', pom)}"
+    return f"{lib}/*{os.pathsep}{_compiled(folder, name, pom, classpath=f'{lib}/*')}"
 
 
-def _compiled(folder: Path, name: str, classpath: str = "", *inputs: Path) -> Path:
-    """`folder`'s sources compiled once (on `classpath`) into a folder of the cache."""
+def _compiled(folder: Path, name: str, *inputs: Path, classpath: str = "") -> Path:
+    """`folder`'s sources compiled once (on `classpath`) into a folder of the cache, again when
+    they or `inputs` change."""
     sources = sorted(folder.glob("*.java"))
     classes = CACHE / f"{name}-{_digest(*inputs, *sources)}"
     if (classes / ".complete").exists():
