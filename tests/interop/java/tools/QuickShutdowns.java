@@ -5,11 +5,11 @@ import java.lang.management.ThreadMXBean;
 /**
  * Lets a RocketMQ client stop at once instead of up to 3 s later. Stopping a client joins its
  * remoting layer's event thread, which sits in a 3 s poll of its event queue and sees that it
- * should stop only when the poll returns (half of all mqadmin commands waited for it here). A
- * daemon thread watches the thread that stops clients; when that thread waits in a service
- * thread's stop for a thread idle in such a poll, it interrupts the poll, and the service thread
- * ends as it would after the poll's timeout. Only the JDK is used, so one build serves every
- * release's client.
+ * should stop only when the poll returns (about half of the mqadmin commands the conformance
+ * tests run waited for it). A daemon thread watches the thread that stops clients; when that
+ * thread waits in a service thread's stop for a thread idle in such a poll, it interrupts the
+ * poll, and the service thread ends as it would after the poll's timeout. Only the JDK is used,
+ * so one build serves every release's client.
  *
  * <p>Usage: QuickShutdowns MAIN_CLASS [ARGS...] runs MAIN_CLASS's main with the watch on.
  */
